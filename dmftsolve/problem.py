@@ -1,0 +1,519 @@
+"""The problem object: target, network, loss and training schedule.
+
+One frozen, validated :class:`Problem` feeds every part of the library: the
+DMFT solver, the Hessian spectrum, the thresholds and the finite-d simulator.
+Conventions are those of ``THEORY.md`` §1:
+
+* ``x ~ N(0, I_d)``, latent ``V* = Θ*ᵀx ∈ R^k``, noise ``ε ~ N(0, 1)``,
+  label ``y = h(V*, ε)``;
+* pre-activations ``V = Wᵀx ∈ R^m``, output ``f = Σ_j a_j σ(V_j)``;
+* per-sample loss ``ℓ(y, V) = loss(y, f)`` (default ``(y − f)²/2``),
+  gradient ``g = ∇_V ℓ`` and Hessian ``D = ∇²_V ℓ``, all from sympy;
+* GD ``W ← (1 − ηλ) W − (η/n) Xᵀ G`` for ``steps`` steps.
+
+Examples
+--------
+>>> from dmftsolve import Problem
+>>> p = Problem.build(target="z**2", activation="gelu", eta=0.2, steps=100)
+>>> p.k, p.m
+(1, 1)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any, Literal
+
+import numpy as np
+import sympy as sp
+
+from dmftsolve._symbolic import compile_expression, derivatives, parse_expression
+from dmftsolve.activations import NAMED_ACTIVATIONS, R
+from dmftsolve.losses import NAMED_LOSSES, F, Y
+
+__all__ = ["Target", "Network", "Loss", "Init", "Training", "Problem", "check_delta"]
+
+
+def _finite(name: str, value: Any, *, positive: bool = False, nonnegative: bool = False) -> float:
+    """Return ``value`` as a float, raising ``ValueError`` naming ``name`` if it is unfit."""
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a real number, got {value!r}") from None
+    if not math.isfinite(v):
+        raise ValueError(f"{name} must be finite, got {value!r}")
+    if positive and v <= 0:
+        raise ValueError(f"{name} must be > 0, got {value!r}")
+    if nonnegative and v < 0:
+        raise ValueError(f"{name} must be >= 0, got {value!r}")
+    return v
+
+
+def _integer(name: str, value: Any, *, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        else:
+            raise ValueError(f"{name} must be an integer, got {value!r}")
+    if value < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {value!r}")
+    return int(value)
+
+
+def check_delta(delta: Any) -> float:
+    """Validate the sample ratio ``δ = n/d`` and return it as a float."""
+    return _finite("delta", delta, positive=True)
+
+
+class _Frozen:
+    """Mixin: pickle only the dataclass fields (compiled functions are rebuilt lazily)."""
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}  # type: ignore[arg-type]
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+
+
+# --------------------------------------------------------------------------- target
+_Z_INDEXED = re.compile(r"^z([1-9][0-9]*)$")
+
+
+@dataclass(frozen=True)
+class Target(_Frozen):
+    """The link ``y = h(V*, ε)``.
+
+    Parameters
+    ----------
+    expr : str
+        A sympy expression in ``z`` (single index, ``k = 1``) or ``z1 … zk``
+        (multi-index), and optionally ``eps`` for standard Gaussian noise.
+        Examples: ``"z**2"``, ``"abs(z)"``, ``"z1*z2"``, ``"z**2 + 0.5*eps"``.
+    k : int, optional
+        Latent dimension. By default the largest index used (``z3`` gives 3);
+        give it to declare latent directions the target does not use.
+    """
+
+    expr: str = "z**2"
+    k: int | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.expr, str):
+            raise ValueError(f"target must be an expression string, got {self.expr!r}")
+        names = set(re.findall(r"[A-Za-z_][A-Za-z_0-9]*", self.expr))
+        indexed = sorted(int(m.group(1)) for n in names if (m := _Z_INDEXED.match(n)))
+        if "z" in names and indexed:
+            raise ValueError(
+                f"target={self.expr!r} mixes 'z' with indexed 'z1…zk'; use one or the other"
+            )
+        used_k = max(indexed) if indexed else 1
+        k = used_k if self.k is None else _integer("k", self.k, minimum=1)
+        if k < used_k:
+            raise ValueError(f"k={k} is smaller than the largest latent index used ({used_k})")
+        object.__setattr__(self, "k", k)
+        # validate now, so that errors surface at construction
+        _ = self.sympy_expr
+
+    @property
+    def variable_names(self) -> tuple[str, ...]:
+        """Latent variable names, in order."""
+        if self.k == 1 and not re.search(r"\bz1\b", self.expr):
+            return ("z",)
+        return tuple(f"z{i}" for i in range(1, self.k + 1))
+
+    @cached_property
+    def sympy_expr(self) -> sp.Expr:
+        """The link as a sympy expression."""
+        return parse_expression(self.expr, [*self.variable_names, "eps"], parameter="target")
+
+    @cached_property
+    def symbols(self) -> tuple[sp.Symbol, ...]:
+        """``(z…, eps)`` as sympy symbols, matching :attr:`sympy_expr`."""
+        return tuple(sp.Symbol(n, real=True) for n in (*self.variable_names, "eps"))
+
+    @property
+    def noisy(self) -> bool:
+        """Whether the label depends on the noise ``eps``."""
+        return self.symbols[-1] in self.sympy_expr.free_symbols
+
+    @cached_property
+    def _compiled(self):
+        return compile_expression(self.sympy_expr, self.symbols)
+
+    def __call__(self, z: np.ndarray, eps: np.ndarray | float = 0.0) -> np.ndarray:
+        """Labels ``y = h(z, ε)`` for latents ``z`` of shape ``(..., k)``."""
+        z = np.asarray(z, dtype=float)
+        if z.shape[-1] != self.k:
+            raise ValueError(f"z must have last axis of length k={self.k}, got shape {z.shape}")
+        return self._compiled(*np.moveaxis(z, -1, 0), eps)
+
+
+# --------------------------------------------------------------------------- network
+@dataclass(frozen=True)
+class Network(_Frozen):
+    """Two-layer network ``f(x) = Σ_j a_j σ(w_jᵀ x)`` with a trained first layer.
+
+    Parameters
+    ----------
+    activation : str
+        One of ``gelu``, ``quad`` (``r²``), ``relu``, ``tanh``, ``erf``,
+        ``linear``, or a sympy expression in ``r``.
+    m : int
+        Number of hidden units, ``m >= 1``.
+    a : sequence of float, optional
+        Fixed second-layer weights; default all ones (the single neuron is
+        ``m = 1, a = (1,)``).
+    """
+
+    activation: str = "gelu"
+    m: int = 1
+    a: tuple[float, ...] | None = None
+
+    def __post_init__(self) -> None:
+        m = _integer("m", self.m, minimum=1)
+        object.__setattr__(self, "m", m)
+        a = (1.0,) * m if self.a is None else self.a
+        a = tuple(_finite(f"a[{j}]", v) for j, v in enumerate(np.atleast_1d(a)))
+        if len(a) != m:
+            raise ValueError(f"a must have m={m} entries, got {len(a)}")
+        object.__setattr__(self, "a", a)
+        _ = self.sympy_expr
+
+    @cached_property
+    def sympy_expr(self) -> sp.Expr:
+        """The activation σ(r) as a sympy expression."""
+        if not isinstance(self.activation, str):
+            raise ValueError(f"activation must be a name or an expression string, got {self.activation!r}")
+        if self.activation in NAMED_ACTIVATIONS:
+            return NAMED_ACTIVATIONS[self.activation]
+        return parse_expression(self.activation, ["r"], parameter="activation")
+
+    @cached_property
+    def _sigma(self):
+        return [compile_expression(e, [R]) for e in derivatives(self.sympy_expr, R, 3)]
+
+    def sigma(self, r: np.ndarray, order: int = 0) -> np.ndarray:
+        """``σ^{(order)}(r)`` elementwise, ``order`` in 0…3."""
+        return self._sigma[order](r)
+
+    @property
+    def a_array(self) -> np.ndarray:
+        return np.asarray(self.a, dtype=float)
+
+
+# --------------------------------------------------------------------------- loss
+@dataclass(frozen=True)
+class Loss(_Frozen):
+    """Per-sample loss ``loss(y, f)``.
+
+    Parameters
+    ----------
+    name : str
+        ``square`` (``(y − f)²/2``, the default), ``logistic``, or a sympy
+        expression in ``y`` and ``f``.
+    """
+
+    name: str = "square"
+
+    def __post_init__(self) -> None:
+        _ = self.sympy_expr
+
+    @cached_property
+    def sympy_expr(self) -> sp.Expr:
+        if not isinstance(self.name, str):
+            raise ValueError(f"loss must be a name or an expression string, got {self.name!r}")
+        if self.name in NAMED_LOSSES:
+            return NAMED_LOSSES[self.name]
+        expr = parse_expression(self.name, ["y", "f"], parameter="loss")
+        if F not in expr.free_symbols:
+            raise ValueError(f"loss={self.name!r} does not depend on the output f")
+        return expr
+
+    @cached_property
+    def _derivs(self):
+        return [compile_expression(e, [Y, F]) for e in derivatives(self.sympy_expr, F, 3)]
+
+    def __call__(self, y: np.ndarray, f: np.ndarray, order: int = 0) -> np.ndarray:
+        """``∂^order loss / ∂f^order`` at ``(y, f)``, ``order`` in 0…3."""
+        return self._derivs[order](y, f)
+
+
+# --------------------------------------------------------------------------- training
+@dataclass(frozen=True)
+class Init(_Frozen):
+    """Initialisation of the first layer.
+
+    ``Init.random(q0)``: columns of ``W⁰`` i.i.d. ``N(0, (q0/d) I_d)``, so
+    ``W⁰ᵀW⁰ → q0 I_m`` and zero overlap with the target.
+    ``Init.warm(M0, Q0)``: overlaps ``Θ*ᵀW⁰ = M0`` (``k×m``) and Gram
+    ``Q0`` (``m×m``, positive semidefinite) of the part orthogonal to ``Θ*``.
+    """
+
+    kind: Literal["random", "warm"] = "random"
+    q0: float = 1.0
+    M0: tuple[tuple[float, ...], ...] | None = None
+    Q0: tuple[tuple[float, ...], ...] | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("random", "warm"):
+            raise ValueError(f"init kind must be 'random' or 'warm', got {self.kind!r}")
+        if self.kind == "random":
+            object.__setattr__(self, "q0", _finite("q0", self.q0, nonnegative=True))
+            return
+        if self.M0 is None or self.Q0 is None:
+            raise ValueError("a warm start needs both M0 (k×m) and Q0 (m×m)")
+        M0 = np.atleast_2d(np.asarray(self.M0, dtype=float))
+        Q0 = np.atleast_2d(np.asarray(self.Q0, dtype=float))
+        if not np.all(np.isfinite(M0)):
+            raise ValueError(f"M0 must be finite, got {self.M0!r}")
+        if not np.all(np.isfinite(Q0)):
+            raise ValueError(f"Q0 must be finite, got {self.Q0!r}")
+        if Q0.shape[0] != Q0.shape[1] or not np.allclose(Q0, Q0.T):
+            raise ValueError(f"Q0 must be a symmetric square matrix, got {self.Q0!r}")
+        if np.linalg.eigvalsh(Q0).min() < -1e-12 * max(1.0, np.abs(Q0).max()):
+            raise ValueError(f"Q0 must be positive semidefinite, got {self.Q0!r}")
+        object.__setattr__(self, "M0", tuple(map(tuple, M0.tolist())))
+        object.__setattr__(self, "Q0", tuple(map(tuple, Q0.tolist())))
+
+    @classmethod
+    def random(cls, q0: float = 1.0) -> Init:
+        return cls(kind="random", q0=q0)
+
+    @classmethod
+    def warm(cls, M0: Any, Q0: Any) -> Init:
+        return cls(kind="warm", M0=M0, Q0=Q0)
+
+    def overlaps(self, k: int, m: int) -> np.ndarray:
+        """``M0`` as a ``k×m`` array (zeros for a random start)."""
+        return np.zeros((k, m)) if self.kind == "random" else np.asarray(self.M0, dtype=float)
+
+    def gram(self, m: int) -> np.ndarray:
+        """``Q(0,0)``: the Gram of the part orthogonal to ``Θ*`` (``m×m``)."""
+        return self.q0 * np.eye(m) if self.kind == "random" else np.asarray(self.Q0, dtype=float)
+
+
+@dataclass(frozen=True)
+class Training(_Frozen):
+    """Full-batch gradient descent schedule.
+
+    Parameters
+    ----------
+    eta : float
+        Step size ``η > 0``.
+    lam : float
+        Ridge ``λ >= 0``.
+    steps : int
+        Number of GD steps ``T >= 0``.
+    init : Init
+        Initialisation; default ``Init.random(1.0)``.
+    hold_zero : tuple of int
+        Indices (0-based) of target directions whose overlap is held at zero
+        (the "hard" subspace restricted dynamics used for theory checks).
+    """
+
+    eta: float = 0.1
+    lam: float = 0.0
+    steps: int = 100
+    init: Init = field(default_factory=Init)
+    hold_zero: tuple[int, ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "eta", _finite("eta", self.eta, positive=True))
+        object.__setattr__(self, "lam", _finite("lam", self.lam, nonnegative=True))
+        object.__setattr__(self, "steps", _integer("steps", self.steps, minimum=0))
+        if not isinstance(self.init, Init):
+            raise ValueError(f"init must be an Init, got {self.init!r}")
+        hz = tuple(_integer("hold_zero entry", i, minimum=0) for i in self.hold_zero)
+        if len(set(hz)) != len(hz):
+            raise ValueError(f"hold_zero has repeated entries: {self.hold_zero!r}")
+        object.__setattr__(self, "hold_zero", tuple(sorted(hz)))
+
+
+# --------------------------------------------------------------------------- problem
+@dataclass(frozen=True)
+class Problem(_Frozen):
+    """Target, network, loss and training schedule: one learning problem.
+
+    Build with :meth:`Problem.build` for keyword convenience, or from the
+    component objects. The methods below evaluate the per-sample loss and its
+    derivatives in the pre-activations, vectorised over leading axes.
+    """
+
+    target: Target = field(default_factory=Target)
+    network: Network = field(default_factory=Network)
+    loss: Loss = field(default_factory=Loss)
+    training: Training = field(default_factory=Training)
+
+    def __post_init__(self) -> None:
+        for name, cls in (("target", Target), ("network", Network), ("loss", Loss),
+                          ("training", Training)):
+            if not isinstance(getattr(self, name), cls):
+                raise ValueError(f"{name} must be a {cls.__name__}, got {getattr(self, name)!r}")
+        k, m = self.k, self.m
+        bad = [i for i in self.training.hold_zero if i >= k]
+        if bad:
+            raise ValueError(f"hold_zero={self.training.hold_zero!r} names directions >= k={k}")
+        init = self.training.init
+        if init.kind == "warm":
+            if np.asarray(init.M0).shape != (k, m):
+                raise ValueError(f"M0 must have shape (k, m)=({k}, {m}), got {np.asarray(init.M0).shape}")
+            if np.asarray(init.Q0).shape != (m, m):
+                raise ValueError(f"Q0 must have shape (m, m)=({m}, {m}), got {np.asarray(init.Q0).shape}")
+
+    # ------------------------------------------------------------------ constructors
+    @classmethod
+    def build(
+        cls,
+        target: str = "z**2",
+        activation: str = "gelu",
+        m: int = 1,
+        a: Sequence[float] | None = None,
+        loss: str = "square",
+        eta: float = 0.1,
+        lam: float = 0.0,
+        steps: int = 100,
+        q0: float = 1.0,
+        M0: Any = None,
+        Q0: Any = None,
+        hold_zero: Sequence[int] = (),
+        k: int | None = None,
+    ) -> Problem:
+        """Build a problem from flat keywords (the CLI uses this).
+
+        A warm start is chosen when ``M0`` is given; ``Q0`` then defaults to
+        ``q0 I_m``.
+        """
+        if M0 is not None:
+            init = Init.warm(M0, Q0 if Q0 is not None else q0 * np.eye(int(m)))
+        else:
+            init = Init.random(q0)
+        return cls(
+            target=Target(target, k=k),
+            network=Network(activation, m, None if a is None else tuple(a)),
+            loss=Loss(loss),
+            training=Training(eta=eta, lam=lam, steps=steps, init=init, hold_zero=tuple(hold_zero)),
+        )
+
+    def replace(self, **changes: Any) -> Problem:
+        """A copy with flat keywords of :meth:`build` changed (e.g. ``steps=500``)."""
+        return Problem.build(**{**self.flat(), **changes})
+
+    def flat(self) -> dict[str, Any]:
+        """The flat keywords of :meth:`build` that rebuild this problem."""
+        init = self.training.init
+        return {
+            "target": self.target.expr,
+            "activation": self.network.activation,
+            "m": self.m,
+            "a": list(self.network.a),
+            "loss": self.loss.name,
+            "eta": self.training.eta,
+            "lam": self.training.lam,
+            "steps": self.training.steps,
+            "q0": init.q0,
+            "M0": None if init.M0 is None else [list(r) for r in init.M0],
+            "Q0": None if init.Q0 is None else [list(r) for r in init.Q0],
+            "hold_zero": list(self.training.hold_zero),
+            "k": self.k,
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready description (same keys as :meth:`build`)."""
+        return self.flat()
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Problem:
+        return cls.build(**dict(data))
+
+    # ------------------------------------------------------------------ sizes
+    @property
+    def k(self) -> int:
+        """Latent dimension."""
+        return int(self.target.k)  # type: ignore[arg-type]
+
+    @property
+    def m(self) -> int:
+        """Network width."""
+        return self.network.m
+
+    # ------------------------------------------------------------------ evaluation
+    def labels(self, z: np.ndarray, eps: np.ndarray | float = 0.0) -> np.ndarray:
+        """``y = h(z, ε)`` for ``z`` of shape ``(..., k)``."""
+        return self.target(z, eps)
+
+    def output(self, V: np.ndarray) -> np.ndarray:
+        """Network output ``f = Σ_j a_j σ(V_j)`` for ``V`` of shape ``(..., m)``."""
+        V = self._check_V(V)
+        return self.network.sigma(V) @ self.network.a_array
+
+    def loss_value(self, y: np.ndarray, V: np.ndarray) -> np.ndarray:
+        """Per-sample loss ``ℓ(y, V)``, shape ``(...)``."""
+        return self.loss(y, self.output(V))
+
+    def grad(self, y: np.ndarray, V: np.ndarray) -> np.ndarray:
+        """``g = ∇_V ℓ(y, V)``, shape ``(..., m)``."""
+        V = self._check_V(V)
+        a = self.network.a_array
+        lf = self.loss(y, self.network.sigma(V) @ a, 1)
+        return lf[..., None] * a * self.network.sigma(V, 1)
+
+    def hess(self, y: np.ndarray, V: np.ndarray) -> np.ndarray:
+        """``D = ∇²_V ℓ(y, V)``, shape ``(..., m, m)``, symmetric."""
+        V = self._check_V(V)
+        a, net = self.network.a_array, self.network
+        f = net.sigma(V) @ a
+        u = a * net.sigma(V, 1)
+        D = self.loss(y, f, 2)[..., None, None] * u[..., :, None] * u[..., None, :]
+        diag = self.loss(y, f, 1)[..., None] * a * net.sigma(V, 2)
+        idx = np.arange(self.m)
+        D[..., idx, idx] += diag
+        return D
+
+    def hess_diag_and_rank1(self, y: np.ndarray, V: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``D = diag(c) + w u uᵀ`` as ``(c, w, u)``: cheap matrix-vector products with ``D``."""
+        V = self._check_V(V)
+        a, net = self.network.a_array, self.network
+        f = net.sigma(V) @ a
+        return self.loss(y, f, 1)[..., None] * a * net.sigma(V, 2), self.loss(y, f, 2), a * net.sigma(V, 1)
+
+    def third(self, y: np.ndarray, V: np.ndarray) -> np.ndarray:
+        """``∂³ℓ/∂V_j∂V_k∂V_l``, shape ``(..., m, m, m)``, symmetric."""
+        V = self._check_V(V)
+        a, net = self.network.a_array, self.network
+        f = net.sigma(V) @ a
+        l1, l2, l3 = (self.loss(y, f, o)[..., None] for o in (1, 2, 3))
+        u = a * net.sigma(V, 1)
+        u2 = a * net.sigma(V, 2)
+        u3 = a * net.sigma(V, 3)
+        m = self.m
+        eye = np.eye(m)
+        out = (l3[..., None, None] * u[..., :, None, None] * u[..., None, :, None] * u[..., None, None, :])
+        # l2 * (δ_jk u2_j u_l + δ_jl u2_j u_k + δ_kl u2_k u_j)
+        t = (l2 * u2)[..., :, None] * eye  # (..., m, m): δ_jk u2_j
+        out += t[..., :, :, None] * u[..., None, None, :]
+        out += t[..., :, None, :] * u[..., None, :, None]
+        out += t[..., None, :, :] * u[..., :, None, None]
+        idx = np.arange(m)
+        out[..., idx, idx, idx] += (l1 * u3)
+        return out
+
+    def _check_V(self, V: np.ndarray) -> np.ndarray:
+        V = np.asarray(V, dtype=float)
+        if V.ndim == 0 or V.shape[-1] != self.m:
+            raise ValueError(f"V must have last axis of length m={self.m}, got shape {V.shape}")
+        return V
+
+    def describe(self) -> str:
+        """One line for tables and progress bars."""
+        t = self.training
+        init = f"q0={t.init.q0:g}" if t.init.kind == "random" else "warm"
+        hz = f", hold_zero={list(t.hold_zero)}" if t.hold_zero else ""
+        return (
+            f"y={self.target.expr}, σ={self.network.activation}, m={self.m}, loss={self.loss.name}, "
+            f"η={t.eta:g}, λ={t.lam:g}, T={t.steps}, {init}{hz}"
+        )
