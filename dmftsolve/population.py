@@ -1,0 +1,118 @@
+"""Population (test) loss of a two-layer network described by its overlaps.
+
+For a fresh sample the pre-activations are ``V = Mᵀ V* + Ξ`` with
+``V* ~ N(0, I_k)``, ``Ξ ~ N(0, Q)`` independent (``THEORY.md`` §2, test
+averages), where ``M = Θ*ᵀW`` (``k×m``) are the overlaps with the target
+directions and ``Q = W_⊥ᵀW_⊥`` (``m×m``) is the Gram of the part of ``W``
+orthogonal to them. The label is ``y = h(V*, ε)`` with ``ε ~ N(0, 1)``
+(integrated over only when the target is noisy).
+
+Examples
+--------
+>>> from dmftsolve import Problem
+>>> from dmftsolve.population import population_loss
+>>> p = Problem.build(target="z**2", activation="quad")
+>>> round(population_loss(p, [[0.0]], [[1.0]]).value, 12)   # (3 + 3 − 2)/2
+2.0
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from dmftsolve.gaussian import Expectation, expect
+from dmftsolve.problem import Problem
+
+__all__ = ["population_loss"]
+
+
+def _check_overlaps(problem: Problem, M: Any, Q: Any) -> tuple[np.ndarray, np.ndarray]:
+    k, m = problem.k, problem.m
+    try:
+        M = np.asarray(M, dtype=float)
+    except (TypeError, ValueError):
+        raise ValueError(f"M must be a real (k, m)=({k}, {m}) array, got {M!r}") from None
+    if M.ndim < 2 and M.size == k * m:  # a scalar or a flat vector when k or m is 1
+        M = M.reshape(k, m)
+    if M.shape != (k, m) or not np.all(np.isfinite(M)):
+        raise ValueError(f"M must be a finite (k, m)=({k}, {m}) array, got {M!r}")
+    try:
+        Q = np.asarray(Q, dtype=float)
+    except (TypeError, ValueError):
+        raise ValueError(f"Q must be a real (m, m)=({m}, {m}) array, got {Q!r}") from None
+    if Q.ndim == 0 and m == 1:
+        Q = Q.reshape(1, 1)
+    if Q.shape != (m, m) or not np.all(np.isfinite(Q)):
+        raise ValueError(f"Q must be a finite (m, m)=({m}, {m}) array, got {Q!r}")
+    scale = max(1.0, float(np.abs(Q).max()))
+    if not np.allclose(Q, Q.T, rtol=1e-12, atol=1e-12 * scale):
+        raise ValueError(f"Q must be symmetric, got {Q!r}")
+    if np.linalg.eigvalsh((Q + Q.T) / 2).min() < -1e-12 * scale:
+        raise ValueError(f"Q must be positive semidefinite, got {Q!r}")
+    return M, (Q + Q.T) / 2
+
+
+def population_loss(
+    problem: Problem,
+    M: Any,
+    Q: Any,
+    *,
+    method: str = "auto",
+    rtol: float = 1e-10,
+    atol: float = 1e-12,
+    n_samples: int = 2**16,
+    rng: Any = None,
+    throw: bool = True,
+) -> Expectation:
+    """Test loss ``E[loss(y, Σ_j a_j σ(V_j))]`` at overlaps ``M`` and orthogonal Gram ``Q``.
+
+    Parameters
+    ----------
+    problem : Problem
+        Supplies the target ``h``, the network ``(σ, a)`` and the loss.
+    M : array_like, shape (k, m)
+        Overlaps ``Θ*ᵀW``.
+    Q : array_like, shape (m, m)
+        Gram of the orthogonal part of ``W``, symmetric positive semidefinite
+        (singular allowed, e.g. ``0`` for a network inside the target span).
+    method : {"auto", "quadrature", "qmc", "mc"}
+        Passed to :func:`dmftsolve.gaussian.expect`; the Gaussian vector is
+        ``(V*, Ξ, ε)`` of dimension ``k + m (+1 if noisy)`` (quadrature runs in
+        the rank of its covariance).
+    rtol, atol : float
+        Quadrature tolerances.
+    n_samples : int
+        Points for ``qmc``/``mc``.
+    rng : None, int or numpy.random.Generator
+        Randomness for ``qmc``/``mc``.
+    throw : bool
+        Raise :class:`~dmftsolve.results.SolverError` on failure (default).
+
+    Returns
+    -------
+    Expectation
+        ``value`` is the population loss, ``error`` its error estimate
+        (quadrature difference or Monte Carlo standard error).
+    """
+    if not isinstance(problem, Problem):
+        raise ValueError(f"problem must be a Problem, got {problem!r}")
+    M, Q = _check_overlaps(problem, M, Q)
+    k, m = problem.k, problem.m
+    noisy = problem.target.noisy
+    dim = k + m + int(noisy)
+    cov = np.zeros((dim, dim))
+    cov[:k, :k] = np.eye(k)
+    cov[k:k + m, k:k + m] = Q
+    if noisy:
+        cov[-1, -1] = 1.0
+
+    def integrand(pts: np.ndarray) -> np.ndarray:
+        z = pts[:, :k]
+        V = z @ M + pts[:, k:k + m]
+        eps = pts[:, -1] if noisy else 0.0
+        return problem.loss_value(problem.labels(z, eps), V)
+
+    return expect(integrand, np.zeros(dim), cov, method=method, rtol=rtol, atol=atol,
+                  n_samples=n_samples, rng=rng, throw=throw)
