@@ -1,0 +1,669 @@
+"""The weak-recovery threshold ``δ_alg`` of optimal first-order methods (``THEORY.md`` §5).
+
+For latents ``z ~ N(0, I_k)`` and a label ``y = h(z, ε)``:
+
+1. **Trivial part.** If ``E[z | y] ≠ 0`` on a set of positive probability
+   (``E_y[E[z|y] E[z|y]ᵀ] ≠ 0``), the directions in its range are learned by
+   one linear step at any ``δ > 0``: ``δ_alg = 0`` for them.
+2. **Otherwise** with ``G(y) = E[zzᵀ − I | y]`` and the completely positive
+   map ``F(M) = E_y[G(y) M G(y)]`` on symmetric ``k×k`` matrices,
+   ``δ_alg = 1/ρ(F)``; for ``k = 1`` this is ``1/E_y[(E[z²|y] − 1)²]``.
+   ``F`` is self-adjoint for the Frobenius inner product, so it is built as a
+   symmetric ``k(k+1)/2`` matrix and ``ρ(F)`` is its top eigenvalue (Perron:
+   its eigenmatrix is positive semidefinite and spans the easy subspace).
+   ``G ≡ 0`` (parity-like targets) gives ``δ_alg = ∞``.
+
+Everything needs ``E_y[A(y) ⊗ B(y)]`` for conditional expectations
+``A, B``; by the tower property ``E_y[E[a|y] E[b|y]] = E[a(z) E[b|y](h(z))]``.
+Three methods, picked by ``method="auto"``:
+
+``"preimage"`` (noiseless, ``k = 1``; exact)
+    The real line is split at the critical points of ``h`` (sign changes of
+    ``h'`` on a grid of ``[-12, 12]`` refined by root finding) into strictly
+    monotone pieces and flat pieces (atoms of ``y``). For ``y`` in the range
+    of monotone pieces, ``E[ψ|y] = Σ_b ψ(z_b) w_b / Σ_b w_b`` over the
+    preimages ``z_b`` (one per piece, by bracketing root finding), with
+    ``w_b = φ(z_b)/|h'(z_b)|``. Then ``E_y[G²] = E_z[(z²−1) G(h(z))]`` is
+    integrated piece by piece with tanh-sinh quadrature, split where the set
+    of preimages changes (so the integrand is smooth inside each part); atoms
+    contribute ``A²/P`` in closed form. Error: the quadrature's estimate.
+    Critical points closer together than the grid step (1e-3) are missed.
+``"additive"`` (``y = h0(z) + c ε`` with ``c`` a nonzero constant, any small ``k``)
+    ``G(y) = E_z[(zzᵀ−I) p(y|z)] / E_z[p(y|z)]`` with ``p(y|z)`` the
+    ``N(h0(z), c²)`` density. The ``z``-integrals use a product trapezoid
+    rule on ``[-10, 10]^k`` (geometrically convergent for these analytic,
+    fast-decaying integrands; it beats Gauss–Hermite here because the
+    integrand is a ridge of width ``~c/|∇h0|`` away from the origin, where
+    Gauss–Hermite nodes are sparse), the ``y``-integral uses
+    :func:`scipy.integrate.quad_vec`. The grid is refined until two successive
+    grids agree to ``rtol``; error = their difference plus ``quad_vec``'s.
+``"binned"`` (anything else: noiseless ``k > 1``, non-additive noise; Monte Carlo)
+    ``y`` is replaced by a discretisation ``Y_n`` of itself: its atoms (values
+    taken repeatedly by the sample) are kept exactly and the continuous part
+    is cut into ``n`` equiprobable bins. Then ``G_n(Y_n) = E[zzᵀ−I | Y_n]``
+    and ``F_n = Σ_b P_b G_b ⊗ G_b`` are estimated from scrambled-Sobol samples
+    of ``(z, ε)``, each point used with its ``2^k`` sign flips of ``z`` (the
+    law of ``z`` is invariant; this makes the estimates respect the symmetries
+    of ``h`` exactly) and moment-matched within each scrambling. Conditioning
+    on the coarser ``Y_n`` can only shrink ``F`` (Jensen), so ``ρ(F_n) ≤ ρ(F)``
+    and it increases with ``n`` for nested bins; the bias is ``O(1/n)`` for a
+    smooth ``G``, removed by first-order Richardson steps on
+    ``n = 128, 256, 512``. The Monte Carlo error and the ``O(1/N)`` ratio bias
+    are handled by a jackknife over the independent scramblings. Reported
+    error = the difference of the two Richardson values + 3 jackknife standard
+    errors. For a purely discrete ``y`` (e.g. ``sign(z1*z2)``) there is no
+    binning error at all. ``E[z|y] = 0`` is decided exactly when ``h`` is
+    invariant under ``z → −z`` (checked numerically on random points), else by
+    the jackknife (``> 5`` standard errors).
+
+Examples
+--------
+>>> from dmftsolve.alg_threshold import alg_threshold
+>>> r = alg_threshold("z**2")
+>>> round(r.delta_alg, 10), r.trivial
+(0.5, False)
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import sympy as sp
+from scipy.integrate import quad_vec, tanhsinh
+from scipy.optimize import brentq
+from scipy.optimize.elementwise import find_root
+from scipy.special import ndtr, ndtri
+from scipy.stats import qmc
+
+from dmftsolve._symbolic import compile_expression, derivatives
+from dmftsolve.gaussian import as_generator
+from dmftsolve.problem import Problem, Target
+from dmftsolve.results import ResultBase, SolverError, Status
+
+__all__ = ["AlgThreshold", "alg_threshold"]
+
+_METHODS = ("auto", "preimage", "additive", "binned")
+_SQRT2PI = math.sqrt(2 * math.pi)
+
+
+@dataclass
+class AlgThreshold(ResultBase):
+    """Result of :func:`alg_threshold`.
+
+    Attributes
+    ----------
+    delta_alg : float
+        The threshold ``δ_alg``; ``0`` if a trivial (linearly learnable) part
+        exists, ``inf`` if ``G ≡ 0``.
+    trivial : bool
+        Whether ``E[z | y] ≠ 0``: some directions are learned at any ``δ > 0``.
+    error : float
+        Error estimate of ``delta_alg`` (quadrature difference, or Monte Carlo
+        standard errors plus extrapolation for ``"binned"``).
+    method : str
+        ``"preimage"``, ``"additive"`` or ``"binned"``.
+    status, message, settings, diagnostics, elapsed
+        See :class:`~dmftsolve.results.ResultBase`. ``diagnostics`` holds
+        ``spectral_radius`` (``ρ(F)``) and its error, the eigenvalues of ``F``,
+        the Perron eigenmatrix (``easy_subspace``), the trivial statistic
+        ``E_y‖E[z|y]‖²``-type top eigenvalue (``trivial_statistic``) and
+        method-specific numbers.
+    """
+
+    delta_alg: float
+    trivial: bool
+    error: float
+    method: str
+    status: Status = Status.SUCCESS
+    message: str = ""
+    settings: dict[str, Any] = field(default_factory=dict)
+    diagnostics: dict[str, Any] = field(default_factory=dict)
+    elapsed: float = 0.0
+
+
+# --------------------------------------------------------------------------- helpers
+def _as_target(obj: Any) -> Target:
+    if isinstance(obj, Problem):
+        return obj.target
+    if isinstance(obj, Target):
+        return obj
+    if isinstance(obj, str):
+        return Target(obj)
+    raise ValueError(f"target_or_problem must be a Target, a Problem or an expression string, "
+                     f"got {obj!r}")
+
+
+def _sym_basis(k: int) -> np.ndarray:
+    """Frobenius-orthonormal basis of symmetric ``k×k`` matrices, shape ``(k(k+1)/2, k, k)``."""
+    out = []
+    for a in range(k):
+        for b in range(a, k):
+            B = np.zeros((k, k))
+            if a == b:
+                B[a, a] = 1.0
+            else:
+                B[a, b] = B[b, a] = 1 / math.sqrt(2)
+            out.append(B)
+    return np.array(out)
+
+
+def _spectral(T4: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
+    """``ρ(F)``, eigenvalues and Perron eigenmatrix from ``T4[j,k,l,i] = E[G_jk G_li]``."""
+    k = T4.shape[0]
+    B = _sym_basis(k)
+    Fop = np.einsum("aij,jkli,bkl->ab", B, T4, B)
+    Fop = (Fop + Fop.T) / 2
+    w, v = np.linalg.eigh(Fop)
+    top = np.einsum("a,aij->ij", v[:, -1], B)
+    if np.trace(top) < 0:
+        top = -top
+    return float(w[-1]), w, top
+
+
+def _gram_top(Tm: np.ndarray) -> float:
+    return float(np.linalg.eigvalsh((Tm + Tm.T) / 2)[-1])
+
+
+# --------------------------------------------------------------------------- preimage (k = 1)
+_L = 12.0          # |z| > 12 carries probability < 4e-33
+_GRID = 24001      # step 1e-3
+
+
+class _Pieces:
+    """Monotone and flat pieces of a scalar link ``h`` on the real line."""
+
+    def __init__(self, expr: sp.Expr, z: sp.Symbol):
+        self.h = compile_expression(expr, [z])
+        self.dh = compile_expression(derivatives(expr, z, 1)[1], [z])
+        grid = np.linspace(-_L, _L, _GRID)
+        d = self.dh(grid)
+        if not np.all(np.isfinite(d)) or not np.all(np.isfinite(self.h(grid))):
+            raise ValueError("target: h or h' is not finite on [-12, 12]")
+        scale = max(1.0, float(np.abs(d).max()))
+        cls = np.sign(np.where(np.abs(d) <= 1e-14 * scale, 0.0, d)).astype(int)
+        # an isolated zero of h' at a grid node is a crossing, not a flat piece
+        iso = (cls == 0) & (np.r_[cls[1:], 0] != 0) & (np.r_[0, cls[:-1]] != 0)
+        cls[iso] = np.r_[cls[1:], cls[-2]][iso]
+        # jumps of h: a change of h between nodes far larger than h' allows
+        hv = self.h(grid)
+        step = grid[1] - grid[0]
+        dmax = np.maximum(np.abs(d[1:]), np.abs(d[:-1]))
+        jump = np.abs(np.diff(hv)) > 10 * dmax * step + 1e-12 * (1 + np.abs(hv[1:]))
+        change = np.nonzero((cls[1:] != cls[:-1]) | jump)[0]
+        bounds = []
+        for i in change:
+            a, b, ca = grid[i], grid[i + 1], cls[i]
+            if jump[i]:                  # h jumps: locate the jump by bisection
+                ha, hb = float(hv[i]), float(hv[i + 1])
+
+                def nearer(x, ha=ha, hb=hb):
+                    hx = float(self.h(x))
+                    return 0.5 if abs(hx - ha) <= abs(hx - hb) else -0.5
+                bounds.append(brentq(nearer, a, b, xtol=1e-15, rtol=1e-15))
+            elif ca * cls[i + 1] == -1:  # h' changes sign (smoothly or by a jump)
+                bounds.append(brentq(self.dh, a, b, xtol=1e-15, rtol=1e-15))
+            else:                        # enters or leaves a flat piece
+                def side(x, ca=ca):
+                    dx = self.dh(x)
+                    c = 0 if abs(dx) <= 1e-14 * scale else int(np.sign(dx))
+                    return 0.5 if c == ca else -0.5
+                bounds.append(brentq(side, a, b, xtol=1e-15, rtol=1e-15))
+        edges = np.r_[-np.inf, bounds, np.inf]
+        kinds = np.r_[cls[0], cls[change + 1]]
+        self.jumps = [float(grid[i]) for i in np.nonzero(jump)[0]]
+        self.monotone = []   # (lo, hi, ylo, yhi) with finite lo, hi in [-L, L]
+        self.flat = []       # (lo, hi, value) with exact (possibly infinite) ends
+        for lo, hi, kind in zip(edges[:-1], edges[1:], kinds, strict=True):
+            flo, fhi = max(lo, -_L), min(hi, _L)
+            if kind == 0:
+                mid = 0.5 * (flo + fhi)
+                self.flat.append((lo, hi, float(self.h(mid))))
+            else:
+                eps_lo = 1e-13 * (1 + abs(flo))
+                eps_hi = 1e-13 * (1 + abs(fhi))
+                ya, yb = float(self.h(flo + eps_lo)), float(self.h(fhi - eps_hi))
+                self.monotone.append((flo, fhi, min(ya, yb), max(ya, yb)))
+        self.critical_points = [float(b) for b in bounds]
+
+    def conditional(self, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(E[z|y], E[z²−1|y])`` for ``y`` (array) in the range of the monotone pieces."""
+        num_z = np.zeros_like(y)
+        num_g = np.zeros_like(y)
+        den = np.zeros_like(y)
+        for lo, hi, ylo, yhi in self.monotone:
+            inside = (y > ylo) & (y < yhi)
+            if not inside.any():
+                continue
+            yi = y[inside]
+            res = find_root(lambda x, t: self.h(x) - t, (np.full_like(yi, lo), np.full_like(yi, hi)),
+                            args=(yi,), tolerances={"xatol": 1e-14, "xrtol": 1e-15})
+            zb = res.x
+            w = np.exp(-zb * zb / 2) / np.maximum(np.abs(self.dh(zb)), 1e-300)
+            num_z[inside] += zb * w
+            num_g[inside] += (zb * zb - 1) * w
+            den[inside] += w
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return num_z / den, num_g / den
+
+
+def _phi(x: float) -> float:
+    return 0.0 if math.isinf(x) else math.exp(-x * x / 2) / _SQRT2PI
+
+
+def _xphi(x: float) -> float:
+    return 0.0 if math.isinf(x) else x * math.exp(-x * x / 2) / _SQRT2PI
+
+
+def _preimage(target: Target, rtol: float) -> dict[str, Any]:
+    z = target.symbols[0]
+    pieces = _Pieces(target.sympy_expr, z)
+    crit_values = sorted({v for (_, _, a, b) in pieces.monotone for v in (a, b)})
+
+    def integrand(x: np.ndarray, which: np.ndarray) -> np.ndarray:
+        y = pieces.h(x)
+        m, g = pieces.conditional(y)
+        out = np.where(which == 0, x * m, (x * x - 1) * g) * np.exp(-x * x / 2) / _SQRT2PI
+        return np.where(np.isfinite(out), out, 0.0)
+
+    total = np.zeros(2)
+    err = np.zeros(2)
+    n_segments = 0
+    ok = True
+    for lo, hi, ylo, yhi in pieces.monotone:
+        cuts = [c for c in crit_values if ylo < c < yhi]
+        pts = [lo, hi]
+        if cuts:
+            res = find_root(lambda x, t: pieces.h(x) - t,
+                            (np.full(len(cuts), lo), np.full(len(cuts), hi)),
+                            args=(np.array(cuts),), tolerances={"xatol": 1e-14, "xrtol": 1e-15})
+            pts += list(res.x)
+        pts = np.unique(pts)
+        for a, b in zip(pts[:-1], pts[1:], strict=True):
+            if b - a <= 0:
+                continue
+            res = tanhsinh(integrand, np.array([a, a]), np.array([b, b]), args=(np.array([0, 1]),),
+                           rtol=rtol / 10, atol=rtol * 1e-4, maxlevel=12)
+            ok &= bool(np.all(np.isfinite(res.integral)))
+            total += res.integral
+            err += res.error
+            n_segments += 1
+    # atoms: flat pieces grouped by value
+    atoms: dict[float, np.ndarray] = {}
+    for lo, hi, v in pieces.flat:
+        key = min(atoms, key=lambda u: abs(u - v), default=None)
+        if key is None or abs(key - v) > 1e-12 * max(1.0, abs(v)):
+            key = v
+            atoms[key] = np.zeros(3)
+        atoms[key] += [ndtr(hi) - ndtr(lo), _phi(lo) - _phi(hi), _xphi(lo) - _xphi(hi)]
+    for P, Az, Ag in atoms.values():
+        if P > 0:
+            total += [Az * Az / P, Ag * Ag / P]
+    return {
+        "Tm": np.array([[total[0]]]), "T4": np.full((1, 1, 1, 1), total[1]),
+        "triv_err": float(err[0]), "lam_err": float(err[1]),
+        "converged": ok and bool(err[1] <= rtol * abs(total[1]) + 1e-14),
+        "diagnostics": {"critical_points": pieces.critical_points,
+                        "monotone_pieces": len(pieces.monotone),
+                        "atoms": {repr(v): float(a[0]) for v, a in atoms.items()},
+                        "segments": n_segments},
+    }
+
+
+# --------------------------------------------------------------------------- additive noise
+_LZ = 10.0
+
+
+def _additive_level(h0, c: float, k: int, n: int, rtol: float) -> tuple[np.ndarray, np.ndarray, float, float]:
+    x = np.linspace(-_LZ, _LZ, n)
+    w1 = (x[1] - x[0]) * np.exp(-x * x / 2) / _SQRT2PI
+    grids = np.meshgrid(*([x] * k), indexing="ij")
+    Z = np.stack([g.ravel() for g in grids], axis=-1)
+    W = np.ones(1)
+    for _ in range(k):
+        W = np.multiply.outer(W, w1).ravel()
+    keep = W > 1e-300
+    Z, W = Z[keep], W[keep]
+    H = h0(*Z.T)
+    ZZ = (Z[:, :, None] * Z[:, None, :] - np.eye(k)).reshape(len(W), k * k)
+
+    def f(y: float) -> np.ndarray:
+        e = -((y - H) ** 2) / (2 * c * c)
+        mx = e.max()
+        p = W * np.exp(e - mx)
+        s = p.sum()
+        D = s * math.exp(mx) / (abs(c) * _SQRT2PI) if mx > -745 else 0.0
+        if D == 0.0 or s == 0.0:
+            return np.zeros(k * k + k**4)
+        m = (p @ Z) / s
+        G = (p @ ZZ).reshape(k, k) / s
+        G = (G + G.T) / 2
+        return D * np.concatenate([np.outer(m, m).ravel(), np.einsum("jk,li->jkli", G, G).ravel()])
+
+    mu = float(W @ H / W.sum())
+    sd = math.sqrt(float(W @ (H - mu) ** 2 / W.sum()) + c * c)
+    cuts = [-np.inf, mu - 8 * sd, mu + 8 * sd, np.inf]
+    total = np.zeros(k * k + k**4)
+    err = 0.0
+    for a, b in zip(cuts[:-1], cuts[1:], strict=True):
+        val, e = quad_vec(f, a, b, epsabs=1e-15, epsrel=rtol / 10, norm="max", limit=2000)
+        total += val
+        err += float(e)
+    return total[: k * k].reshape(k, k), total[k * k:].reshape(k, k, k, k), err, len(W)
+
+
+def _additive(target: Target, h0_expr: sp.Expr, c: float, rtol: float) -> dict[str, Any]:
+    k = target.k
+    h0 = compile_expression(h0_expr, target.symbols[:-1])
+    max_points = 2**19
+    sizes = [n for n in (81, 161, 321, 641, 1281, 2561, 5121) if n**k <= max_points]
+    if len(sizes) < 2:
+        raise NotImplementedError(
+            f"additive-noise method: k={k} is too large for the product trapezoid grid; "
+            "use method='binned'")
+    prev = None
+    history = []
+    for n in sizes:
+        Tm, T4, qerr, npts = _additive_level(h0, c, k, n, rtol)
+        lam = _spectral(T4)[0]
+        triv = _gram_top(Tm)
+        history.append({"nodes_per_dim": n, "spectral_radius": lam, "trivial_statistic": triv})
+        if prev is not None:
+            lam_err = abs(lam - prev[0]) + qerr
+            triv_err = abs(triv - prev[1]) + qerr
+            if lam_err <= rtol * abs(lam) + 1e-14 and (triv_err <= 1e-10 or triv > 1e3 * triv_err):
+                break
+        prev = (lam, triv)
+    converged = lam_err <= rtol * abs(lam) + 1e-14
+    return {"Tm": Tm, "T4": T4, "triv_err": triv_err, "lam_err": lam_err, "converged": converged,
+            "diagnostics": {"noise_scale": c, "grid_points": npts, "levels": history}}
+
+
+# --------------------------------------------------------------------------- binned Monte Carlo
+def _flip_symmetric(target: Target, rng: np.random.Generator) -> tuple[bool, list[bool]]:
+    """Numerical identity test of ``h(−z, ±ε) = h(z, ε)`` and of each ``z_i → −z_i``."""
+    k = target.k
+    z = rng.standard_normal((512, k)) * 1.5
+    e = rng.standard_normal(512)
+    y = target(z, e)
+
+    def same(y2):
+        return bool(np.all(np.abs(y2 - y) <= 1e-12 * (1 + np.abs(y))))
+
+    glob = same(target(-z, e)) or same(target(-z, -e))
+    coords = []
+    for i in range(k):
+        zf = z.copy()
+        zf[:, i] *= -1
+        coords.append(same(target(zf, e)) or same(target(zf, -e)))
+    return glob, coords
+
+
+def _binned(target: Target, n_samples: int, n_scrambles: int, rng: np.random.Generator,
+            levels: tuple[int, ...] = (128, 256, 512), moment_match: bool = True,
+            reflect: bool = True) -> dict[str, Any]:
+    k = target.k
+    noisy = target.noisy
+    dim = k + int(noisy)
+    R = n_scrambles
+    copies = 2**k if reflect else 1
+    mexp = max(int(math.ceil(math.log2(max(n_samples // (R * copies), 2)))), 4)
+    per = 2**mexp
+    Zs, Ys = [], []
+    for _ in range(R):
+        u = np.clip(qmc.Sobol(d=dim, scramble=True, rng=rng).random_base2(mexp), 1e-16, 1 - 1e-16)
+        g = ndtri(u)
+        if moment_match:  # exact zero mean and identity covariance within each scramble
+            g = g - g.mean(axis=0)
+            g = g @ np.linalg.inv(np.linalg.cholesky(g.T @ g / len(g))).T
+        if reflect:  # average over the 2^k sign flips of z (the law of z is invariant)
+            flips = np.array(np.meshgrid(*([[1.0, -1.0]] * k), indexing="ij")).reshape(k, -1).T
+            zf = (g[None, :, :k] * flips[:, None, :]).reshape(-1, k)
+            ef = np.tile(g[:, k], len(flips)) if noisy else 0.0
+            Zs.append(zf)
+            Ys.append(target(zf, ef))
+        else:
+            Zs.append(g[:, :k])
+            Ys.append(target(g[:, :k], g[:, k] if noisy else 0.0))
+    Z = np.concatenate(Zs)
+    Y = np.concatenate(Ys)
+    if not np.all(np.isfinite(Y)):
+        raise ValueError(f"target={target.expr!r} gives non-finite labels")
+    rep = np.repeat(np.arange(R), len(Y) // R)
+    # atoms: values repeated among the unreflected points (reflections duplicate values)
+    base = Y.reshape(R, copies, per)[:, 0, :].ravel()
+    vals, counts = np.unique(base, return_counts=True)
+    atom_vals = vals[counts >= 3]
+    n_atoms = len(atom_vals)
+    pos = np.searchsorted(atom_vals, Y)
+    hit = (pos < n_atoms) & (atom_vals[np.minimum(pos, max(n_atoms - 1, 0))] == Y) if n_atoms \
+        else np.zeros(len(Y), dtype=bool)
+    cont = ~hit
+    cont_fraction = float(cont.mean())
+    finest = levels[-1] if cont.any() else 1
+    # continuous part: equiprobable bins between pooled quantiles, nested across levels;
+    # bins are intervals of y, so equal values always share a bin
+    labels = np.empty(len(Y), dtype=int)
+    labels[hit] = pos[hit]
+    if cont.any():
+        yc = np.sort(Y[cont])
+        edges = yc[(np.arange(1, finest) * len(yc)) // finest]
+        labels[cont] = n_atoms + np.searchsorted(edges, Y[cont], side="right")
+    nb = n_atoms + finest
+    ZZ = (Z[:, :, None] * Z[:, None, :] - np.eye(k)).reshape(len(Y), k * k)
+    # per-scramble sums per finest bin: counts, Σz, Σ(zzᵀ−I)
+    idx = rep * nb + labels
+    cnt = np.bincount(idx, minlength=R * nb).reshape(R, nb).astype(float)
+    sz = np.stack([np.bincount(idx, weights=Z[:, j], minlength=R * nb) for j in range(k)], -1)
+    sg = np.stack([np.bincount(idx, weights=ZZ[:, j], minlength=R * nb) for j in range(k * k)], -1)
+    sz = sz.reshape(R, nb, k)
+    sg = sg.reshape(R, nb, k * k)
+
+    def merge(arr: np.ndarray, n: int) -> np.ndarray:
+        """Coarsen the continuous bins of ``arr`` (axis 1) from ``finest`` to ``n``."""
+        if not cont.any():
+            return arr
+        head, tail = arr[:, :n_atoms], arr[:, n_atoms:]
+        tail = tail.reshape(arr.shape[0], n, finest // n, *arr.shape[2:]).sum(axis=2)
+        return np.concatenate([head, tail], axis=1)
+
+    def stats(c, a, g) -> tuple[float, float]:
+        """(ρ(F), trivial statistic) from pooled sums (c: (nb,), a: (nb,k), g: (nb,k*k))."""
+        N = c.sum()
+        P = c / N
+        good = P > 0
+        A = a[good] / N
+        Gm = g[good].reshape(-1, k, k) / N
+        Gm = (Gm + np.swapaxes(Gm, 1, 2)) / 2
+        Pg = P[good]
+        T4 = np.einsum("bjk,bli->jkli", Gm, Gm / Pg[:, None, None])
+        Tm = np.einsum("bj,bk->jk", A, A / Pg[:, None])
+        return _spectral(T4)[0], _gram_top(Tm)
+
+    def jackknife(n: int) -> tuple[float, float, float, float]:
+        c, a, g = merge(cnt, n), merge(sz, n), merge(sg, n)
+        full = stats(c.sum(0), a.sum(0), g.sum(0))
+        loo = np.array([stats(c.sum(0) - c[r], a.sum(0) - a[r], g.sum(0) - g[r]) for r in range(R)])
+        est = R * np.array(full) - (R - 1) * loo.mean(0)
+        se = np.sqrt((R - 1) / R * ((loo - loo.mean(0)) ** 2).sum(0))
+        return float(est[0]), float(se[0]), float(est[1]), float(se[1])
+
+    use_levels = levels if cont.any() else (1,)
+    results = {n: jackknife(n) for n in use_levels}
+    lam_f, se_f, triv_f, triv_se = results[use_levels[-1]]
+    if len(use_levels) >= 3:
+        # first-order Richardson in the bin count on the two finest pairs; their difference
+        # estimates what the extrapolation leaves
+        lam_1 = 2 * results[use_levels[-2]][0] - results[use_levels[-3]][0]
+        lam = 2 * lam_f - results[use_levels[-2]][0]
+        lam_err = abs(lam - lam_1) + 3 * se_f
+    else:
+        lam, lam_err = lam_f, 3 * se_f
+    return {
+        "lam": lam, "lam_err": lam_err, "lam_se": se_f,
+        "triv": triv_f, "triv_se": triv_se,
+        "diagnostics": {
+            "n_points": int(len(Y)), "n_scrambles": R, "reflected": reflect,
+            "atoms": [float(v) for v in atom_vals],
+            "continuous_fraction": cont_fraction,
+            "levels": {str(n): {"spectral_radius": r[0], "standard_error": r[1]}
+                       for n, r in results.items()},
+        },
+    }
+
+
+# --------------------------------------------------------------------------- driver
+def _additive_noise(target: Target) -> tuple[sp.Expr, float] | None:
+    """``(h0, c)`` if ``h = h0(z) + c·eps`` with ``c`` a nonzero constant, else ``None``."""
+    if not target.noisy:
+        return None
+    eps = target.symbols[-1]
+    d = sp.simplify(derivatives(target.sympy_expr, eps, 1)[1])
+    if d.free_symbols or d == 0:
+        return None
+    try:
+        c = float(d)
+    except TypeError:
+        return None
+    h0 = sp.simplify(target.sympy_expr - d * eps)
+    if eps in h0.free_symbols:
+        return None
+    return h0, c
+
+
+def alg_threshold(
+    target_or_problem: Any,
+    *,
+    method: str = "auto",
+    rtol: float = 1e-8,
+    n_samples: int = 2**20,
+    n_scrambles: int = 16,
+    rng: Any = 0,
+    throw: bool = True,
+) -> AlgThreshold:
+    """Weak-recovery threshold ``δ_alg`` of the target (see the module docstring).
+
+    Parameters
+    ----------
+    target_or_problem : Target, Problem or str
+        The link ``y = h(z, ε)`` (a :class:`~dmftsolve.problem.Problem`
+        contributes its target; a string is parsed as :class:`Target`).
+    method : {"auto", "preimage", "additive", "binned"}
+        ``"auto"``: ``"preimage"`` for noiseless ``k = 1``, ``"additive"`` for
+        ``h0(z) + c·eps`` with ``k <= 2``, else ``"binned"``.
+    rtol : float
+        Relative accuracy asked of the deterministic methods; ``"binned"`` is
+        accepted if its error is below ``max(rtol, 1e-2)`` relative.
+    n_samples, n_scrambles : int
+        Sobol points (total) and independent scramblings for ``"binned"``.
+    rng : None, int or numpy.random.Generator
+        Randomness for ``"binned"`` (default seed 0, reproducible).
+    throw : bool
+        Raise :class:`~dmftsolve.results.SolverError` unless the status is
+        ``SUCCESS`` (default).
+
+    Returns
+    -------
+    AlgThreshold
+
+    Raises
+    ------
+    ValueError
+        Invalid inputs, or a method that does not apply to the target.
+    NotImplementedError
+        Cases no method handles reliably (e.g. ``"additive"`` with large ``k``).
+    SolverError
+        If ``throw`` and the result did not reach its tolerance.
+    """
+    start = time.perf_counter()
+    target = _as_target(target_or_problem)
+    if method not in _METHODS:
+        raise ValueError(f"method must be one of {_METHODS}, got {method!r}")
+    if not (isinstance(rtol, (int, float)) and not isinstance(rtol, bool)
+            and math.isfinite(rtol) and 0 < rtol < 1):
+        raise ValueError(f"rtol must be a number in (0, 1), got {rtol!r}")
+    for name, v, lo in (("n_samples", n_samples, 2**10), ("n_scrambles", n_scrambles, 4)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo:
+            raise ValueError(f"{name} must be an integer >= {lo}, got {v!r}")
+    gen = as_generator(rng)
+    k = target.k
+    additive = _additive_noise(target)
+    if method == "auto":
+        if not target.noisy and k == 1:
+            method = "preimage"
+        elif additive is not None and k <= 2:
+            method = "additive"
+        else:
+            method = "binned"
+    if method == "preimage" and (target.noisy or k != 1):
+        raise ValueError(f"method='preimage' needs a noiseless k=1 target, got {target.expr!r}")
+    if method == "additive" and additive is None:
+        raise ValueError(f"method='additive' needs y = h0(z) + c*eps with constant c != 0, "
+                         f"got {target.expr!r}")
+    settings = {"target": target.expr, "k": k, "method": method, "rtol": rtol}
+    diagnostics: dict[str, Any] = {"k": k, "noisy": target.noisy}
+    status, notes = Status.SUCCESS, []
+
+    if method in ("preimage", "additive"):
+        out = (_preimage(target, rtol) if method == "preimage"
+               else _additive(target, *additive, rtol))
+        lam, eigs, top = _spectral(out["T4"])
+        lam_err = out["lam_err"]
+        triv = _gram_top(out["Tm"])
+        trivial = triv > max(1e-9, 10 * out["triv_err"])
+        diagnostics.update(out["diagnostics"])
+        diagnostics.update({"trivial_statistic": triv, "trivial_error": out["triv_err"],
+                            "trivial_gram": out["Tm"], "F_eigenvalues": eigs,
+                            "easy_subspace": top})
+        zero_tol = max(1e-12, 10 * lam_err)
+        if not out["converged"]:
+            status = Status.NOT_CONVERGED
+            notes.append(f"quadrature did not reach rtol={rtol:g} (error estimate "
+                         f"{lam_err:.3g} on ρ(F))")
+        accept = rtol
+    else:
+        settings.update({"n_samples": int(n_samples), "n_scrambles": int(n_scrambles),
+                         "seed": rng if isinstance(rng, (int, np.integer)) else None})
+        out = _binned(target, int(n_samples), int(n_scrambles), gen)
+        lam, lam_err = out["lam"], out["lam_err"]
+        glob, coords = _flip_symmetric(target, gen)
+        if glob or all(coords):
+            triv, trivial = 0.0, False
+            notes.append("E[z|y] = 0 by the sign symmetry of h")
+        else:
+            triv = out["triv"]
+            trivial = triv > 5 * out["triv_se"] and triv > 1e-6
+        diagnostics.update(out["diagnostics"])
+        diagnostics.update({"trivial_statistic": triv, "trivial_error": out["triv_se"],
+                            "sign_symmetric": glob, "coordinate_sign_symmetric": coords,
+                            "spectral_radius_standard_error": out["lam_se"]})
+        zero_tol = 3 * out["lam_se"]
+        accept = max(rtol, 1e-2)
+    diagnostics.update({"spectral_radius": lam, "spectral_radius_error": lam_err})
+
+    if trivial:
+        delta, err = 0.0, 0.0
+        notes.insert(0, "E[z|y] ≠ 0: the directions in the range of E_y[E[z|y]E[z|y]ᵀ] are "
+                        "learned by a linear step at any δ > 0, so δ_alg = 0"
+                     + ("" if k == 1 else "; the threshold of the remaining directions "
+                        "(conditioning on the learned ones) is not computed"))
+    elif lam <= zero_tol:
+        delta, err = math.inf, math.inf
+        notes.insert(0, f"G(y) = E[zzᵀ − I | y] ≡ 0 (ρ(F) = {lam:.3g} ± {lam_err:.2g}): no "
+                        "first-order method recovers the hard directions at any δ, δ_alg = ∞")
+    else:
+        delta = 1.0 / lam
+        err = lam_err / lam**2
+        if method == "binned" and err > accept * delta:
+            status = Status.NOT_CONVERGED
+            notes.append(f"Monte Carlo/binning error {err:.3g} exceeds {accept:g}·δ_alg; "
+                         "raise n_samples")
+    result = AlgThreshold(delta_alg=delta, trivial=bool(trivial), error=err, method=method,
+                          status=status, message="; ".join(notes), settings=settings,
+                          diagnostics=diagnostics, elapsed=time.perf_counter() - start)
+    if throw and not result.ok:
+        raise SolverError(f"alg_threshold {status.value}: {result.message}", result)
+    return result

@@ -1,0 +1,266 @@
+"""Tests of dmftsolve.alg_threshold.
+
+Reference values, with their origin:
+
+* ``z**2``, ``abs(z)``, ``z**4``: δ_alg = 1/Var(z²) = 1/2 (closed form; the three labels
+  generate the same σ-algebra; literature.md §1.4).
+* ``Min(z**2, 3)``: E_y[G²] = ∫_{|z|<√3} (z²−1)² φ + A²/P for the atom y = 3, with
+  P = 2(1 − Φ(√3)), A = E[(z²−1) 1{|z|>√3}] = 2√3 φ(√3); evaluated with mpmath below.
+* ``z**4 - 2*z**2``: the y-form ∫ (Σ_b (z_b²−1) w_b)² / Σ_b w_b dy with the preimages
+  z_b² = 1 ± √(1+y) in closed form and w_b = φ(z_b)/|h'(z_b)|; mpmath below.
+* ``z**2 + 0.5*eps``: mpmath nested quadrature of the defining formula (slow test; the value
+  is also stored as a constant for the fast test).
+* ``z1**2 + z2**2 + 0.5*eps``: by rotation invariance G(y) = (E[s|y] − 1) I with
+  s = ‖z‖²/2 ~ Exp(1), y = 2s + 0.5 ε, so ρ(F) = E_y[(E[s|y] − 1)²]; mpmath nested
+  quadrature (slow test; stored constant for the fast test).
+* ``z1*z2``: E[z1²|y] = |y| K1(|y|)/K0(|y|), E[z1 z2|y] = y, p(y) = K0(|y|)/π, so
+  G = (a−1) I + y σx and ρ(F) = 1 + E[(a−1)²]; mpmath below.
+* ``z1**2 + z2**2`` → 1 and ``sign(z1*z2)`` → π²/4 (closed forms, literature.md §1.7).
+* trivial statistic E_y[E[z|y]²]: ``sign(z)`` → 2/π, ``relu(z)`` → 1/2 + 1/π,
+  ``z + 0.5*eps`` → E[y²]/(1.25)² = 0.8 (Gaussian conditioning).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import mpmath as mp
+import numpy as np
+import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from dmftsolve import Problem, Target
+from dmftsolve.alg_threshold import AlgThreshold, alg_threshold
+from dmftsolve.cli import main
+from dmftsolve.results import SolverError, Status
+
+# mpmath (dps 12) nested quadrature, reproduced by the slow tests below
+REF_Z2_NOISE05 = 0.541644174764      # 1/E_y[(E[z²|y]−1)²] for y = z² + 0.5 ε
+REF_CHI2_NOISE05 = 1.0524894575      # 1/ρ(F) for y = z1² + z2² + 0.5 ε
+
+
+def _ref_z2_noise(c: str = "0.5") -> mp.mpf:
+    mp.mp.dps = 12
+    cc = mp.mpf(c)
+
+    def inner(y, g):
+        f = lambda z: mp.npdf(z) * g(z) * mp.npdf(y - z**2, 0, cc)  # noqa: E731
+        return 2 * mp.quad(f, [0, mp.sqrt(y), mp.inf] if y > 0 else [0, mp.inf])
+
+    val = mp.quad(lambda y: inner(y, lambda z: z**2 - 1) ** 2 / inner(y, lambda z: 1),
+                  [-mp.inf, 0, 1, 4, mp.inf])
+    return 1 / val
+
+
+def _ref_chi2_noise(c: str = "0.5") -> mp.mpf:
+    mp.mp.dps = 12
+    cc = mp.mpf(c)
+
+    def inner(y, g):
+        f = lambda s: mp.exp(-s) * g(s) * mp.npdf(y - 2 * s, 0, cc)  # noqa: E731
+        return mp.quad(f, [0, y / 2, mp.inf] if y > 0 else [0, mp.inf])
+
+    val = mp.quad(lambda y: inner(y, lambda s: s - 1) ** 2 / inner(y, lambda s: 1),
+                  [-mp.inf, 0, 2, 8, mp.inf])
+    return 1 / val
+
+
+# --------------------------------------------------------------------------- k = 1, noiseless
+@pytest.mark.parametrize("expr", ["z**2", "abs(z)", "z**4", "3*z**2 - 1"])
+def test_phase_retrieval_half(expr):
+    r = alg_threshold(expr)
+    assert isinstance(r, AlgThreshold) and r.ok and r.method == "preimage"
+    assert not r.trivial
+    assert r.delta_alg == pytest.approx(0.5, abs=1e-8)
+    assert r.error < 1e-8
+
+
+def test_min_square_atom():
+    mp.mp.dps = 20
+    a = mp.sqrt(3)
+    e_g2 = (mp.quad(lambda z: (z**2 - 1) ** 2 * mp.npdf(z), [-a, a])
+            + (2 * a * mp.npdf(a)) ** 2 / (2 * (1 - mp.ncdf(a))))
+    r = alg_threshold("Min(z**2, 3)")
+    assert r.delta_alg == pytest.approx(float(1 / e_g2), rel=1e-9)
+    assert len(r.diagnostics["atoms"]) == 1
+
+
+def test_double_well_four_preimages():
+    mp.mp.dps = 20
+
+    def integrand(y):
+        r = mp.sqrt(1 + y)
+        roots = [mp.sqrt(1 + r)] + ([mp.sqrt(1 - r)] if y < 0 else [])
+        w = [mp.npdf(z) / abs(4 * z**3 - 4 * z) for z in roots]
+        num = sum((z**2 - 1) * wi for z, wi in zip(roots, w, strict=True))
+        return 2 * num**2 / sum(w)   # ±z_b double numerator and denominator
+
+    ref = 1 / (mp.quad(integrand, [-1, 0]) + mp.quad(integrand, [0, 1, 10, mp.inf]))
+    r = alg_threshold("z**4 - 2*z**2")
+    assert sorted(r.diagnostics["critical_points"]) == pytest.approx([-1.0, 0.0, 1.0], abs=1e-12)
+    assert r.delta_alg == pytest.approx(float(ref), rel=1e-9)
+
+
+@pytest.mark.parametrize(
+    "expr, statistic",
+    [("z", 1.0), ("z + 0.3*z**2", None), ("sign(z)", 2 / math.pi),
+     ("relu(z)", 0.5 + 1 / math.pi), ("z**3 - 3*z", None), ("z + 0.5*eps", 0.8)],
+)
+def test_trivial_targets(expr, statistic):
+    r = alg_threshold(expr)
+    assert r.trivial and r.delta_alg == 0.0 and r.ok
+    assert "E[z|y] ≠ 0" in r.message
+    if statistic is not None:
+        assert r.diagnostics["trivial_statistic"] == pytest.approx(statistic, rel=1e-8)
+
+
+def test_constant_target_infinite():
+    r = alg_threshold("1 + 0*z")
+    assert r.delta_alg == math.inf and not r.trivial and "≡ 0" in r.message
+
+
+@given(a=st.floats(0.2, 5.0), b=st.floats(-3.0, 3.0), neg=st.booleans())
+@example(a=1.0, b=0.0, neg=False)
+@example(a=2.5, b=-1.0, neg=True)
+@settings(max_examples=5, deadline=None)
+def test_invariant_under_relabelling(a, b, neg):
+    """δ_alg depends only on the σ-algebra of y: y → ±a y + b leaves it unchanged."""
+    s = -a if neg else a
+    r = alg_threshold(f"{s!r}*z**2 + {b!r}")
+    assert r.delta_alg == pytest.approx(0.5, abs=1e-8)
+    r = alg_threshold(f"{s!r}*(z**2 + 0.5*eps) + {b!r}")
+    assert r.delta_alg == pytest.approx(REF_Z2_NOISE05, rel=1e-9)
+
+
+# --------------------------------------------------------------------------- additive noise
+def test_additive_noise_k1():
+    r = alg_threshold("z**2 + 0.5*eps")
+    assert r.method == "additive" and r.ok and not r.trivial
+    assert r.delta_alg == pytest.approx(REF_Z2_NOISE05, rel=1e-9)
+    assert r.error < 1e-8
+
+
+def test_additive_noise_k2():
+    r = alg_threshold("z1**2 + z2**2 + 0.5*eps")
+    assert r.method == "additive" and r.ok
+    assert r.delta_alg == pytest.approx(REF_CHI2_NOISE05, rel=1e-8)
+    # G(y) ∝ I, so F = ρ(F)·identity on symmetric 2×2 matrices: all eigenvalues equal
+    np.testing.assert_allclose(r.diagnostics["F_eigenvalues"], 1 / REF_CHI2_NOISE05, rtol=1e-8)
+
+
+@pytest.mark.slow
+def test_reference_constants_from_mpmath():
+    assert float(_ref_z2_noise()) == pytest.approx(REF_Z2_NOISE05, rel=1e-11)
+    assert float(_ref_chi2_noise()) == pytest.approx(REF_CHI2_NOISE05, rel=1e-9)
+
+
+def test_binned_agrees_with_additive():
+    r = alg_threshold("z**2 + 0.5*eps", method="binned", n_samples=2**19)
+    assert r.method == "binned"
+    assert abs(r.delta_alg - REF_Z2_NOISE05) <= r.error
+    assert r.error < 1e-2
+
+
+# --------------------------------------------------------------------------- multi-index
+def test_sign_product_pi_squared_over_four():
+    r = alg_threshold("sign(z1*z2)")
+    assert r.method == "binned" and r.ok and not r.trivial
+    assert r.diagnostics["continuous_fraction"] == 0.0   # y ∈ {±1}: no binning error
+    assert abs(r.delta_alg - math.pi**2 / 4) <= r.error
+    assert r.error < 2e-3
+
+
+def test_norm_squared_one():
+    r = alg_threshold("z1**2 + z2**2")
+    assert abs(r.delta_alg - 1.0) <= r.error and r.error < 1e-2
+
+
+def test_product_bessel():
+    mp.mp.dps = 12
+    e = 2 / mp.pi * mp.quad(
+        lambda y: (y * mp.besselk(1, y) - mp.besselk(0, y)) ** 2 / mp.besselk(0, y),
+        [0, 1, mp.inf])
+    ref = float(1 / (1 + e))
+    r = alg_threshold("z1*z2")
+    assert abs(r.delta_alg - ref) <= r.error and r.error < 1e-2
+
+
+def test_parity_infinite_and_committee_trivial():
+    r = alg_threshold("sign(z1*z2*z3)", n_samples=2**18)
+    assert r.delta_alg == math.inf and "≡ 0" in r.message
+    r = alg_threshold("sign(z1) + sign(z2) + sign(z3)", n_samples=2**18)
+    assert r.trivial and r.delta_alg == 0.0
+
+
+def test_binned_seeded_and_status():
+    a = alg_threshold("z1*z2", rng=5, n_samples=2**16, throw=False)
+    b = alg_threshold("z1*z2", rng=5, n_samples=2**16, throw=False)
+    assert a.delta_alg == b.delta_alg and a.error == b.error
+    with pytest.raises(SolverError) as info:
+        alg_threshold("z1**2 + z2**2", n_samples=2**10, n_scrambles=4)
+    assert info.value.result.status is Status.NOT_CONVERGED
+    r = alg_threshold("z1**2 + z2**2", n_samples=2**10, n_scrambles=4, throw=False)
+    assert not r.ok and r.delta_alg > 0
+
+
+# --------------------------------------------------------------------------- API
+def test_accepts_problem_and_target_and_serialises():
+    p = Problem.build(target="abs(z)", activation="quad")
+    r1 = alg_threshold(p)
+    r2 = alg_threshold(Target("abs(z)"))
+    assert r1.delta_alg == r2.delta_alg
+    d = r1.to_dict()
+    json.dumps(d, allow_nan=False)
+    assert d["status"] == "success" and d["settings"]["target"] == "abs(z)"
+
+
+@pytest.mark.parametrize(
+    "args, kwargs",
+    [
+        ((3.0,), {}),
+        (("z**2",), {"method": "magic"}),
+        (("z**2",), {"rtol": 0.0}),
+        (("z**2",), {"rtol": 2.0}),
+        (("z**2 + eps",), {"method": "preimage"}),
+        (("z1*z2",), {"method": "preimage"}),
+        (("z**2*(1 + 0.1*eps)",), {"method": "additive"}),
+        (("z**2",), {"n_samples": 10}),
+    ],
+)
+def test_bad_input(args, kwargs):
+    with pytest.raises(ValueError):
+        alg_threshold(*args, **kwargs)
+
+
+# --------------------------------------------------------------------------- CLI
+def test_cli_json(capsys):
+    assert main(["alg-threshold", "--target", "z**2", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["delta_alg"] == pytest.approx(0.5, abs=1e-8)
+    assert out["trivial"] is False and out["status"] == "success" and out["k"] == 1
+
+
+def test_cli_table_and_infinite(capsys):
+    assert main(["alg-threshold", "--target", "sign(z1*z2*z3)", "--rtol", "1e-6"]) == 0
+    text = capsys.readouterr().out
+    assert "delta_alg" in text and "inf" in text
+    assert main(["alg-threshold", "--target", "z1**2", "--k", "2", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["k"] == 2
+
+
+@pytest.mark.parametrize("argv", [["--target", "w**2"], ["--rtol", "-1"], ["--k", "0"]])
+def test_cli_bad_input(argv, capsys):
+    assert main(["alg-threshold", *argv]) == 2
+    assert "error" in capsys.readouterr().err
+
+
+def test_cli_help_explains_every_option(capsys):
+    with pytest.raises(SystemExit):
+        main(["alg-threshold", "--help"])
+    text = capsys.readouterr().out
+    for opt in ("--target", "--k", "--rtol", "--json", "--method", "--seed"):
+        assert opt in text
+    assert "weak-recovery threshold" in text
