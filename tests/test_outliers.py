@@ -1,0 +1,232 @@
+"""Outliers along hard directions: reference numbers, the overlap formula, random matrices."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+from numpy.polynomial.hermite_e import hermegauss
+
+from dmftsolve.outliers import outlier_matrix, outliers
+from dmftsolve.results import SolverError, Status
+from dmftsolve.spectrum import stieltjes_trace
+
+
+def gauss_hermite(n: int) -> tuple[np.ndarray, np.ndarray]:
+    z, w = hermegauss(n)
+    return z, w / w.sum()
+
+
+def tanh_law(n: int = 160) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """D = tanh(1 − z²) with z ~ N(0, 1) on Gauss–Hermite nodes (paper-reconstruction §5.3)."""
+    z, w = gauss_hermite(n)
+    return np.tanh(1 - z**2), z, w
+
+
+def rotating_law(z: np.ndarray) -> np.ndarray:
+    """m = 2, non-commuting: D(y) = Q(y/3) diag(tanh(1 − y), 1/2) Q(y/3)ᵀ with y = z²."""
+    y = z**2
+    c, s = np.cos(y / 3), np.sin(y / 3)
+    Q = np.stack([np.stack([c, -s], -1), np.stack([s, c], -1)], -2)
+    eig = np.stack([np.tanh(1 - y), np.full_like(y, 0.5)], -1)
+    return np.einsum("iab,ib,icb->iac", Q, eig, Q)
+
+
+def build_hessian(X: np.ndarray, D: np.ndarray) -> np.ndarray:
+    """(1/n) Σ x_i x_iᵀ ⊗ D_i with index (a, c) → a m + c."""
+    n, d = X.shape
+    m = D.shape[1]
+    H = np.empty((d, m, d, m))
+    for c in range(m):
+        for e in range(m):
+            H[:, c, :, e] = (X.T * D[:, c, e]) @ X / n
+    return H.reshape(d * m, d * m)
+
+
+# ----------------------------------------------------------------------------- reference numbers
+@pytest.mark.parametrize(
+    ("delta", "location"),
+    # paper-reconstruction.md §5.3 table ("theory outlier"; δ = 0.5: none)
+    [(0.5, None), (1.0, -1.709), (2.0, -1.093), (4.0, -0.809)],
+)
+def test_tanh_law_outliers(delta: float, location: float | None) -> None:
+    D, z, w = tanh_law()
+    res = outliers(D, z, delta, weights=w)
+    assert res.ok
+    if location is None:
+        assert res.outliers == [] and res.message == "no outliers"
+        assert res.diagnostics["left_min_eig_M_at_scan_end"] > 0
+        return
+    (o,) = res.outliers
+    assert o.location == pytest.approx(location, abs=1e-3)
+    assert o.bracket[0] <= o.location <= o.bracket[1]
+    assert o.residual < 1e-10
+    assert 0 < o.overlap2 < 1
+    assert o.location < res.left_edge
+    # the scalar secular equation of THEORY.md §4: 1/s + E[(z² − 1) D/(1 + sD/δ)] = 0
+    s = stieltjes_trace(D, delta, o.location, weights=w).real
+    assert 1 / s + w @ ((z**2 - 1) * D / (1 + s * D / delta)) == pytest.approx(0.0, abs=1e-8)
+    json.dumps(res.to_dict())
+
+
+def test_two_latent_directions_reference() -> None:
+    """literature.md §2.2: W = tanh(z1² + 0.8 z1 z2 − 1) + 0.3 tanh(3 z2), k = 2, δ = 3.
+
+    Reference: edges [−1.2710, 0.8029], right outlier 0.9629 with ‖Uᵀv‖² = 0.538 and
+    direction (−0.942, −0.336) in span(U); no left outlier.
+    """
+    g, gw = gauss_hermite(80)
+    z = np.stack(np.meshgrid(g, g, indexing="ij"), -1).reshape(-1, 2)
+    w = np.outer(gw, gw).reshape(-1)
+    W = np.tanh(z[:, 0] ** 2 + 0.8 * z[:, 0] * z[:, 1] - 1) + 0.3 * np.tanh(3 * z[:, 1])
+    res = outliers(W, z, 3.0, weights=w, side="both", unbounded_below=False, unbounded_above=False)
+    assert res.left_edge == pytest.approx(-1.2710, abs=2e-4)
+    assert res.right_edge == pytest.approx(0.8029, abs=2e-4)
+    (o,) = res.outliers
+    assert o.side == "right"
+    assert o.location == pytest.approx(0.9629, abs=2e-4)
+    assert o.overlap2 == pytest.approx(0.538, abs=1e-3)
+    a = o.direction.reshape(-1) * np.sign(-o.direction[0, 0])
+    np.testing.assert_allclose(a, [-0.942, -0.336], atol=2e-3)
+
+
+def test_right_outliers_mirror_left_outliers() -> None:
+    D, z, w = tanh_law(100)
+    left = outliers(D, z, 2.0, weights=w)
+    right = outliers(-D, z, 2.0, lam=-0.3, weights=w, side="right")
+    (a,), (b,) = left.outliers, right.outliers
+    assert b.location == pytest.approx(-a.location - 0.3, abs=1e-10)
+    assert b.overlap2 == pytest.approx(a.overlap2, abs=1e-10)
+    assert right.right_edge == pytest.approx(-left.left_edge - 0.3, abs=1e-10)
+
+
+# ----------------------------------------------------------------------------- the overlap formula
+@pytest.mark.parametrize(("x", "kind"), [(-1.2, "m1"), (1.6, "m1"), (-0.9, "m2"), (1.9, "m2")])
+def test_derivative_of_outlier_matrix(x: float, kind: str) -> None:
+    """M'(x) = −I + E[zzᵀ ⊗ A'] with A' = δ B R' Bᵀ, R' = −(I − K)^{-1} I, vs central differences."""
+    z, w = gauss_hermite(60)
+    if kind == "m1":
+        D, zz = np.tanh(1 - z**2), z
+    else:  # m = 2 with k = 2 hard coordinates (z, z² − 1)
+        D, zz = rotating_law(z), np.stack([z, (z**2 - 1) / math.sqrt(2)], 1)
+    delta, h = 2.0, 1e-5
+    M, dM = outlier_matrix(D, zz, delta, x, weights=w, derivative=True)
+    fd = (outlier_matrix(D, zz, delta, x + h, weights=w) - outlier_matrix(D, zz, delta, x - h, weights=w)) / (
+        2 * h
+    )
+    np.testing.assert_allclose(M, M.T, atol=1e-12)
+    np.testing.assert_allclose(dM, fd, rtol=1e-6, atol=1e-7)
+
+
+def test_overlap_matches_literature_formula() -> None:
+    """m = k = 1: overlap² = 1/(1 + Σ'(x)), Σ(x) = E[D² (s/δ) z²/(1 + D s/δ)] (literature.md §2.2)."""
+    D, z, w = tanh_law(100)
+    delta = 2.0
+    (o,) = outliers(D, z, delta, weights=w).outliers
+
+    def sigma(x: float) -> float:
+        s = stieltjes_trace(D, delta, x, weights=w).real
+        return float(w @ (D**2 * (s / delta) * z**2 / (1 + D * s / delta)))
+
+    h = 1e-6
+    expected = 1 / (1 + (sigma(o.location + h) - sigma(o.location - h)) / (2 * h))
+    assert o.overlap2 == pytest.approx(expected, abs=1e-7)
+
+
+# ----------------------------------------------------------------------------- random matrices
+def test_random_matrix_outlier_m1() -> None:
+    """D_i = tanh(1 − z_i²), z_i = x_i[0], δ = 4, d = 400.
+
+    Population theory (GH quadrature): −0.809, overlap² 0.692 (paper-reconstruction §5.3 has
+    −0.809 vs −0.798 at d = 1500). The plug-in law (the realised (D_i, z_i)) removes most of the
+    sample-to-sample fluctuation of the tail of D; with seeds 0–2 at d = 500 the plug-in was
+    within 0.007 of λ_min and the overlap within 0.01.
+    """
+    d, delta = 400, 4.0
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((int(delta * d), d))
+    D = np.tanh(1 - X[:, 0] ** 2)
+    ev, V = np.linalg.eigh(build_hessian(X, D[:, None, None]))
+    Dq, zq, wq = tanh_law()
+    (pop,) = outliers(Dq, zq, delta, weights=wq).outliers
+    (plug,) = outliers(D, X[:, 0], delta).outliers
+    assert ev[0] == pytest.approx(pop.location, abs=2 / math.sqrt(d))
+    assert ev[0] == pytest.approx(plug.location, abs=0.5 / math.sqrt(d))
+    assert V[0, 0] ** 2 == pytest.approx(pop.overlap2, abs=1 / math.sqrt(d))
+    assert V[0, 0] ** 2 == pytest.approx(plug.overlap2, abs=0.5 / math.sqrt(d))
+
+
+def test_random_matrix_outlier_m2() -> None:
+    """Non-commuting m = 2 law (rotating_law), δ = 4, d = 250: λ_min, overlap² and direction.
+
+    Population theory: −0.5589, overlap² 0.552, direction ±(−0.508, −0.861); seeds 0–1 at
+    d = 300 gave λ_min −0.600 / −0.506 with overlaps 0.593 / 0.559 (plug-in −0.603 / −0.519).
+    """
+    d, delta = 250, 4.0
+    rng = np.random.default_rng(1)
+    X = rng.standard_normal((int(delta * d), d))
+    D = rotating_law(X[:, 0])
+    ev, V = np.linalg.eigh(build_hessian(X, D))
+    hard = V.reshape(d, 2, -1)[0, :, 0]  # component of the bottom eigenvector on e_0 ⊗ R²
+    zq, wq = gauss_hermite(160)
+    (pop,) = outliers(rotating_law(zq), zq, delta, weights=wq).outliers
+    (plug,) = outliers(D, X[:, 0], delta).outliers
+    assert pop.location == pytest.approx(-0.5589, abs=1e-3)
+    assert ev[0] == pytest.approx(pop.location, abs=2 / math.sqrt(d))
+    assert ev[0] == pytest.approx(plug.location, abs=0.5 / math.sqrt(d))
+    assert hard @ hard == pytest.approx(plug.overlap2, abs=1 / math.sqrt(d))
+    cos = abs(hard @ plug.direction.reshape(-1)) / np.linalg.norm(hard)
+    assert cos > 0.98
+
+
+def test_random_matrix_without_outlier() -> None:
+    """δ = 0.5: no outlier in theory; the bottom eigenvector is delocalised from e_0."""
+    d, delta = 400, 0.5
+    rng = np.random.default_rng(2)
+    X = rng.standard_normal((int(delta * d), d))
+    D = np.tanh(1 - X[:, 0] ** 2)
+    ev, V = np.linalg.eigh(build_hessian(X, D[:, None, None]))
+    Dq, zq, wq = tanh_law()
+    res = outliers(Dq, zq, delta, weights=wq)
+    assert res.outliers == []
+    assert ev[0] == pytest.approx(res.left_edge, abs=2 / math.sqrt(d))
+    assert V[0, 0] ** 2 < 0.1
+
+
+# ----------------------------------------------------------------------------- failure modes
+def test_unbounded_law_is_ill_posed() -> None:
+    rng = np.random.default_rng(3)
+    z = rng.standard_normal(20_000)
+    D = 1 - z**2  # unbounded below
+    with pytest.raises(SolverError, match="unbounded below"):
+        outliers(D, z, 2.0)
+    res = outliers(D, z, 2.0, throw=False, side="both")
+    assert res.status is Status.FAILED and res.left_edge is None
+    assert res.right_edge is not None
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "needle"),
+    [
+        ({"z": np.ones(5)}, "z must have shape (N,) or (N, k) with N=4"),
+        ({"z": np.array([0.0, 1.0, math.nan, 2.0])}, "z must be finite"),
+        ({"side": "up"}, "side must be 'left', 'right' or 'both', got 'up'"),
+        ({"npoints": 3}, "npoints must be an integer >= 16, got 3"),
+        ({"edge_gap": -1.0}, "edge_gap must be > 0"),
+        ({"delta": -2.0}, "delta must be > 0, got -2.0"),
+    ],
+)
+def test_bad_input_names_parameter(kwargs: dict, needle: str) -> None:
+    args = {"D": np.array([1.0, -1.0, 0.5, 0.2]), "z": np.array([0.1, 1.0, -1.0, 2.0]), "delta": 2.0}
+    args |= kwargs
+    with pytest.raises(ValueError) as info:
+        outliers(args.pop("D"), args.pop("z"), args.pop("delta"), **args)
+    assert needle in str(info.value)
+
+
+def test_outlier_matrix_rejects_points_inside_the_bulk() -> None:
+    D, z, w = tanh_law(60)
+    with pytest.raises(ValueError, match="x must lie outside the bulk"):
+        outlier_matrix(D, z, 2.0, 0.0, weights=w)
