@@ -1,0 +1,259 @@
+"""Tests of the discrete-time DMFT solver (``dmftsolve.dmft``).
+
+References used here:
+* the exact large-d limit of GD when σ is linear and the loss square
+  (GD is then linear in W; its limit is an integral over the Marchenko–Pastur
+  law of XᵀX/n, computed with scipy quad);
+* the two response estimators (Stein vs pathwise) against each other;
+* the finite-d simulator ``dmftsolve.simulator.simulate`` (tolerance C/√d plus
+  the reported Monte Carlo errors).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy import integrate
+
+from dmftsolve import Problem, SolverError
+from dmftsolve.dmft import DMFTResult, largest_cosine, solve_dmft
+
+GELU = Problem.build(target="z**2", activation="gelu", eta=0.5, steps=8, q0=1.0, hold_zero=(0,))
+
+
+# --------------------------------------------------------------------------- exact linear limit
+def _mp(delta: float):
+    """Marchenko–Pastur density of XᵀX/n (aspect d/n = 1/δ <= 1) and its support."""
+    g = 1.0 / delta
+    a, b = (1 - math.sqrt(g)) ** 2, (1 + math.sqrt(g)) ** 2
+    return (lambda x: math.sqrt(max((b - x) * (x - a), 0.0)) / (2 * math.pi * g * x)), a, b
+
+
+def _mp_mean(f, delta: float) -> float:
+    dens, a, b = _mp(delta)
+    return integrate.quad(lambda x: f(x) * dens(x), a, b, limit=200, epsabs=1e-13)[0]
+
+
+def linear_exact(delta: float, eta: float, lam: float, q0: float, sigma: float, signal: float,
+                 T: int) -> dict[str, np.ndarray]:
+    """Large-d limit of GD on (1/n)Σ(y − wᵀx)²/2 + λ|w|²/2, y = signal·z + sigma·ε, w0 ~ N(0, q0/d).
+
+    With S = XᵀX/n, a(x) = 1 − ηλ − ηx and P_t(x) = (1 − a^t)/(λ + x):
+    w_t = a(S)^t w0 + P_t(S) Xᵀy/n, hence
+      M_t      = signal ∫ x P_t dμ,
+      |w_t|²   = q0 ∫ a^{2t} + signal² ∫ x² P_t² + (σ²/δ) ∫ x P_t²,
+      train    = ½[q0 ∫ x a^{2t} + signal² ∫ x (1 − xP_t)² + σ² (1 − 1/δ + (1/δ) ∫ (1 − xP_t)²)].
+    """
+    out = {"M": [], "gram": [], "train": []}
+    for t in range(T + 1):
+        def a(x):
+            return 1 - eta * lam - eta * x
+
+        def P(x, t=t):
+            return (1 - a(x) ** t) / (lam + x)
+
+        out["M"].append(signal * _mp_mean(lambda x: x * P(x), delta))
+        out["gram"].append(q0 * _mp_mean(lambda x, t=t: a(x) ** (2 * t), delta)
+                           + signal**2 * _mp_mean(lambda x: x**2 * P(x) ** 2, delta)
+                           + sigma**2 / delta * _mp_mean(lambda x: x * P(x) ** 2, delta))
+        out["train"].append(0.5 * (
+            q0 * _mp_mean(lambda x, t=t: x * a(x) ** (2 * t), delta)
+            + signal**2 * _mp_mean(lambda x: x * (1 - x * P(x)) ** 2, delta)
+            + sigma**2 * (1 - 1 / delta + _mp_mean(lambda x: (1 - x * P(x)) ** 2, delta) / delta)))
+    return {k: np.array(v) for k, v in out.items()}
+
+
+def test_mp_reference_matches_paper_reconstruction_numbers():
+    # paper-reconstruction.md §9.1 (δ = 2, η = 0.3): exact ‖w_t‖² ≈ .535, .3587, .2646, …
+    ref = linear_exact(2.0, 0.3, 0.0, 1.0, 0.0, 0.0, 6)["gram"]
+    assert ref[1] == pytest.approx(0.535, abs=1e-9)  # 1 − 0.6 E x + 0.09 E x², E x² = 1 + 1/δ
+    np.testing.assert_allclose(ref[1:], [.53516, .35871, .26462, .20569, .16526, .13587], atol=2e-3)
+
+
+@pytest.mark.parametrize("method", ["stein", "pathwise"])
+def test_linear_zero_target_matches_marchenko_pastur(method):
+    p = Problem.build(target="0*z", activation="linear", eta=0.3, steps=6, q0=1.0)
+    r = solve_dmft(p, 2.0, n_paths=40_000, seed=1, method=method)
+    ref = linear_exact(2.0, 0.3, 0.0, 1.0, 0.0, 0.0, 6)
+    q = r.q_diag[:, 0, 0]
+    err = r.Q_err[:, 0, 0]
+    assert np.all(np.abs(q - ref["gram"]) <= 4 * err + 1e-3), (q, ref["gram"], err)
+    np.testing.assert_allclose(r.M, 0.0, atol=1e-12)
+    assert np.all(np.abs(r.train_loss - ref["train"]) <= 4 * r.train_loss_err + 1e-3)
+
+
+@pytest.mark.parametrize("method", ["stein", "pathwise"])
+def test_linear_noisy_target_with_ridge_matches_exact(method):
+    delta, eta, lam, q0, sig = 2.0, 0.3, 0.1, 1.0, 0.5
+    p = Problem.build(target="z + 0.5*eps", activation="linear", eta=eta, lam=lam, steps=10, q0=q0)
+    r = solve_dmft(p, delta, n_paths=40_000, seed=2, method=method)
+    ref = linear_exact(delta, eta, lam, q0, sig, 1.0, 10)
+    M = r.M[:, 0, 0]
+    gram = r.gram[:, 0, 0]
+    assert np.all(np.abs(M - ref["M"]) <= 4 * r.M_err[:, 0, 0] + 2e-3), (M, ref["M"])
+    assert np.all(np.abs(gram - ref["gram"]) <= 4 * (r.Q_err[:, 0, 0] + 2 * r.M_err[:, 0, 0]) + 3e-3), \
+        (gram, ref["gram"])
+    assert np.all(np.abs(r.train_loss - ref["train"]) <= 4 * r.train_loss_err + 2e-3)
+    # test loss of a linear model: ((M − 1)² + Q + σ²)/2, exactly
+    test = ((M - 1) ** 2 + r.q_diag[:, 0, 0] + sig**2) / 2
+    assert np.all(np.abs(r.test_loss - test) <= 4 * r.test_loss_err + 1e-3)
+
+
+# --------------------------------------------------------------------------- structure
+@pytest.fixture(scope="module")
+def width2() -> DMFTResult:
+    p = Problem.build(target="z1*z2 + 0.3*eps", activation="tanh", m=2, a=(1.0, -0.5), eta=0.3,
+                      lam=0.05, steps=6, M0=[[0.4, 0.0], [0.1, 0.3]], Q0=[[1.0, 0.2], [0.2, 0.5]])
+    return solve_dmft(p, 3.0, n_paths=8_000, seed=3, errors="batch", keep_samples_at=(0, 6))
+
+
+def test_kernels_structure(width2):
+    r = width2
+    T, m = r.steps, 2
+    assert r.Q.shape == (T + 1, T + 1, m, m) and r.M.shape == (T + 1, 2, m)
+    big = r.Q.transpose(0, 2, 1, 3).reshape((T + 1) * m, (T + 1) * m)
+    np.testing.assert_allclose(big, big.T, atol=1e-12)
+    assert np.linalg.eigvalsh(big).min() > -1e-9
+    for t in range(T + 1):
+        np.testing.assert_allclose(r.R[t, t], np.eye(m))
+        for s in range(t + 1, T + 1):
+            assert np.all(r.Gamma[t, s] == 0) and np.all(r.R[t, s] == 0)
+    Cbig = r.Cg.transpose(0, 2, 1, 3).reshape((T + 1) * m, -1)
+    np.testing.assert_allclose(Cbig, Cbig.T, atol=1e-12)
+
+
+def test_Q_equals_closed_form(width2):
+    """Q(t,s) = R(t,0)Q0R(s,0)ᵀ + η² Σ_{a<t,b<s} R(t,a+1) Cν(a,b) R(s,b+1)ᵀ."""
+    r = width2
+    eta, delta = 0.3, 3.0
+    T = r.steps
+    Q0 = r.Q[0, 0]
+    Cn = r.Cg / delta
+    for t in range(T + 1):
+        for s in range(T + 1):
+            ref = r.R[t, 0] @ Q0 @ r.R[s, 0].T
+            for a in range(t):
+                for b in range(s):
+                    ref = ref + eta**2 * r.R[t, a + 1] @ Cn[a, b] @ r.R[s, b + 1].T
+            np.testing.assert_allclose(r.Q[t, s], ref, atol=1e-10)
+
+
+def test_samples_and_result_object(width2):
+    r = width2
+    smp = r.samples(6)
+    N = r.settings["n_paths"]
+    assert smp["V"].shape == (N, 2) and smp["Vstar"].shape == (N, 2)
+    assert smp["y"].shape == (N,) and smp["D"].shape == (N, 2, 2)
+    with pytest.raises(KeyError):
+        r.samples(3)
+    assert "status=success" in repr(r)
+    d = r.to_dict()
+    assert "_samples" not in d and d["settings"]["method"] == "stein"
+    assert np.isfinite(r.train_loss).all() and np.isfinite(r.cosine).all()
+    assert np.all((r.cosine >= 0) & (r.cosine <= 1))
+
+
+def test_largest_cosine():
+    assert largest_cosine(np.array([[0.6]]), np.array([[0.64]])) == pytest.approx(0.6)
+    assert largest_cosine(np.zeros((1, 1)), np.zeros((1, 1))) == 0.0
+    # W = [θ1, e] (e ⊥ Θ*): cosine 1
+    assert largest_cosine(np.array([[1.0, 0.0], [0.0, 0.0]]), np.diag([0.0, 1.0])) == pytest.approx(1.0)
+
+
+def test_hold_zero_and_degenerate_init():
+    p = Problem.build(target="z1 + z2**2", activation="gelu", m=1, eta=0.3, steps=5, q0=0.0,
+                      hold_zero=(1,))
+    rs = solve_dmft(p, 3.0, n_paths=20_000, seed=4, method="stein")
+    rp = solve_dmft(p, 3.0, n_paths=20_000, seed=4, method="pathwise")
+    for r in (rs, rp):
+        np.testing.assert_allclose(r.M[:, 1], 0.0)
+        assert r.diagnostics["zero_variance_innovations"][0] == 1
+        assert np.isfinite(r.Q).all()
+        assert r.M[-1, 0, 0] > 0.3  # the easy direction is learned
+    tol = 4 * np.hypot(rs.Q_err, rp.Q_err) + 1e-3
+    assert np.all(np.abs(rs.q_diag - rp.q_diag) <= tol)
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+def test_failure_status_and_throw():
+    p = Problem.build(target="z**2", activation="quad", eta=50.0, steps=30)
+    with pytest.raises(SolverError):
+        solve_dmft(p, 2.0, n_paths=2_000, seed=0, errors="batch")
+    r = solve_dmft(p, 2.0, n_paths=2_000, seed=0, errors="batch", throw=False)
+    assert not r.ok and "nonfinite" in repr(r)
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError):
+        solve_dmft(GELU, 4.0, method="magic")
+    with pytest.raises(ValueError):
+        solve_dmft(GELU, -1.0)
+    with pytest.raises(ValueError):
+        solve_dmft(GELU, 4.0, n_batches=1)
+
+
+# --------------------------------------------------------------------------- estimators
+def test_stein_and_pathwise_agree():
+    rs = solve_dmft(GELU, 4.0, n_paths=40_000, seed=5, method="stein")
+    rp = solve_dmft(GELU, 4.0, n_paths=40_000, seed=6, method="pathwise")
+    for name in ("train_loss", "test_loss", "grad_norm"):
+        a, b = getattr(rs, name), getattr(rp, name)
+        ea, eb = getattr(rs, name + "_err"), getattr(rp, name + "_err")
+        assert np.all(np.abs(a - b) <= 4 * np.hypot(ea, eb) + 1e-9), name
+    assert np.all(np.abs(rs.q_diag - rp.q_diag) <= 4 * np.hypot(rs.Q_err, rp.Q_err) + 1e-9)
+    # early responses (large innovations) agree entry by entry
+    for t, s in [(0, 0), (1, 0), (1, 1), (2, 1), (3, 3)]:
+        d = abs(rs.Gamma[t, s, 0, 0] - rp.Gamma[t, s, 0, 0])
+        assert d <= 4 * math.hypot(rs.Gamma_err[t, s, 0, 0], rp.Gamma_err[t, s, 0, 0]) + 1e-9
+
+
+def test_error_scales_as_inverse_sqrt_paths():
+    small = solve_dmft(GELU, 4.0, n_paths=10_000, seed=7)
+    large = solve_dmft(GELU, 4.0, n_paths=160_000, seed=8)
+    ratio = small.Q_err[1:, 0, 0] / large.Q_err[1:, 0, 0]
+    assert 2.0 < np.median(ratio) < 8.0  # √16 = 4
+    assert np.all(np.abs(small.q_diag - large.q_diag) <= 4 * np.hypot(small.Q_err, large.Q_err))
+
+
+# --------------------------------------------------------------------------- simulator
+def test_theory_vs_simulation():
+    from dmftsolve.simulator import simulate
+
+    d = 1000
+    r = solve_dmft(GELU, 4.0, n_paths=100_000, seed=9)
+    sim = simulate(GELU, d=d, delta=4.0, seed=9, trials=3)
+    C = 1.0
+    for dm, de, name in [(r.gram[:, 0, 0], r.Q_err[:, 0, 0], "gram"),
+                         (r.train_loss, r.train_loss_err, "train_loss"),
+                         (r.grad_norm, r.grad_norm_err, "grad_norm")]:
+        arr = sim.gram[:, :, 0, 0] if name == "gram" else getattr(sim, name)
+        mean = arr.mean(axis=0)
+        se = arr.std(axis=0, ddof=1) / math.sqrt(arr.shape[0])
+        assert np.all(np.abs(dm - mean) <= C / math.sqrt(d) + 3 * (de + se)), (name, dm, mean)
+
+
+def test_cli_dmft(capsys):
+    import json
+
+    from dmftsolve.cli import main
+
+    rc = main(["dmft", "--target", "z**2", "--steps", "3", "--delta", "4", "--paths", "2000",
+               "--seed", "1", "--errors", "batch"])
+    assert rc == 0
+    assert "train loss" in capsys.readouterr().out
+    rc = main(["dmft", "--target", "z1+z2**2", "--m", "2", "--steps", "2", "--delta", "4",
+               "--paths", "2000", "--seed", "1", "--json", "--errors", "batch"])
+    data = json.loads(capsys.readouterr().out)
+    assert rc == 0 and data["status"] == "success" and len(data["train_loss"]) == 3
+
+
+def test_stein_long_run_is_stable():
+    """Innovations collapse on smooth GD trajectories; Stein must not blow up (it did at
+    step 167 with null_rtol = 1e-10)."""
+    p = Problem.build(target="z**2", activation="gelu", eta=0.2, steps=200, hold_zero=(0,))
+    r = solve_dmft(p, 4.0, n_paths=10_000, seed=0, errors="batch")
+    assert r.ok and np.isfinite(r.Q).all()
+    assert 0.5 < r.train_loss[-1] < r.train_loss[0]
+    assert np.all(np.diff(r.q_diag[:, 0, 0])[5:] > 0)  # ‖w‖² keeps growing slowly
