@@ -1,0 +1,111 @@
+"""δ_NN: the threshold search, the restricted problem, and the TTI fixed point."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from scipy.optimize import brentq, minimize_scalar
+
+from dmftsolve import Problem, SolverError
+from dmftsolve.cli import main
+from dmftsolve.fixed_point import FixedPointSettings, solve_fixed_point
+from dmftsolve.gaussian import gauss_hermite_rule
+from dmftsolve.simulator import simulate
+from dmftsolve.thresholds import ThresholdSettings, delta_nn, restricted
+
+
+def _bbp_reference_t0() -> float:
+    """δ_NN(0) for σ = r², y = min(z², 3), q0 = 1, by an independent route.
+
+    At t = 0, V = ξ ~ N(0, 1) independent of z, and D = 6ξ² − 2y ≥ −6. For
+    m = k = 1 an outlier exists iff F(s) = 1/s + E[D(z²−1)/(1 + sD/δ)] turns
+    negative before the edge s_e = argmax_s z(s), z(s) = E[D/(1 + sD/δ)] − 1/s,
+    s ∈ (0, δ/6). The edge here is negative, so the first outlier is already
+    negative and δ_NN(0) solves F(s_e(δ)) = 0. Expectations by a 200² tensor
+    Gauss–Hermite rule; edge by bounded scalar minimisation; root by Brent.
+    """
+    x, w = gauss_hermite_rule(2, 200)
+    z, xi = x[:, 0], x[:, 1]
+    D = 6 * xi**2 - 2 * np.minimum(z**2, 3)
+
+    def f_edge(delta: float) -> float:
+        smax = delta / 6.0
+        r = minimize_scalar(lambda s: -(w @ (D / (1 + s * D / delta)) - 1 / s),
+                            bounds=(1e-6 * smax, smax * (1 - 1e-9)), method="bounded",
+                            options={"xatol": 1e-12})
+        return 1 / r.x + w @ (D * (z**2 - 1) / (1 + r.x * D / delta))
+
+    return brentq(f_edge, 1.2, 2.5, xtol=1e-10)
+
+
+def test_delta_nn_at_t0_matches_independent_quadrature() -> None:
+    ref = _bbp_reference_t0()  # 1.66960… (see the helper's docstring)
+    p = Problem.build(target="Min(z**2, 3)", activation="quad", eta=0.05)
+    res = delta_nn(p, 0, settings=ThresholdSettings(bracket=(0.5, 4.0), grid=5, xtol=0.02,
+                                                    n_paths=40_000, seed=1))
+    assert res.ok and res.hard == (0,)
+    lo, hi = res.bracket
+    assert hi - lo <= 0.02 + 1e-12
+    # both ends were evaluated: no outlier at lo, an outlier at hi
+    flags = {e["delta"]: e["has_outlier"] for e in res.evaluations}
+    assert flags[lo] is False and flags[hi] is True
+    # Monte Carlo error of the sampled law of D (4e4 paths) moves the edge by ~1e-2
+    assert abs(res.delta_nn - ref) < 0.05
+    assert res.delta_alg is not None and res.delta_alg < ref
+
+
+def test_restricted_problem_holds_hard_directions() -> None:
+    p, hard = restricted(Problem.build(target="z1 + z2**2"))
+    assert hard == (1,) and p.training.hold_zero == (1,)
+    with pytest.raises(ValueError, match="no hard direction"):
+        restricted(Problem.build(target="z + 0.3*z**2"))
+    with pytest.raises(ValueError, match="not spanned by coordinate axes"):
+        restricted(Problem.build(target="(z1 + z2) + (z1 - z2)**2"))
+
+
+def test_threshold_outside_bracket_reports_no_root() -> None:
+    p = Problem.build(target="Min(z**2, 3)", activation="quad", eta=0.05)
+    s = ThresholdSettings(bracket=(0.5, 1.0), grid=3, n_paths=5000)
+    res = delta_nn(p, 0, settings=s, throw=False)
+    assert res.status.value == "no_root" and res.delta_nn is None
+    with pytest.raises(SolverError, match="above the bracket"):
+        delta_nn(p, 0, settings=s)
+
+
+def test_fixed_point_matches_gd_for_ridge_regression() -> None:
+    # convex case (linear network, ridge): GD converges to the unique minimiser,
+    # so the TTI fixed point must match the simulator's final state
+    p = Problem.build(target="z + 0.5*eps", activation="linear", lam=0.5, eta=0.3, steps=150)
+    fp = solve_fixed_point(p, 3.0, settings=FixedPointSettings(branch="newton"))
+    d = 800
+    sim = simulate(p, d=d, delta=3.0, seed=2, trials=2, record_every=150)
+    M = sim.overlaps[:, -1, 0, 0]
+    Q = sim.gram[:, -1, 0, 0] - M**2
+    tol = 3 / np.sqrt(d)
+    assert abs(M.mean() - fp.M[0, 0]) < tol
+    assert abs(Q.mean() - fp.Q[0, 0]) < tol
+    assert abs(sim.train_loss[:, -1].mean() - fp.train_loss) < tol
+
+
+def test_fixed_point_failure_raises() -> None:
+    p = Problem.build(target="z**2", activation="gelu", hold_zero=[0])
+    with pytest.raises(SolverError, match="no convergence"):
+        solve_fixed_point(p, 4.0, settings=FixedPointSettings(maxiter=3, nodes=20))
+    res = solve_fixed_point(p, 4.0, settings=FixedPointSettings(maxiter=3, nodes=20), throw=False)
+    assert res.status.value == "not_converged" and "not_converged" in repr(res)
+
+
+def test_threshold_cli_json(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["threshold", "--target", "Min(z**2, 3)", "--activation", "quad", "--eta", "0.05",
+                 "--t", "0", "--bracket", "1,3", "--grid", "3", "--xtol", "0.1", "--paths", "5000",
+                 "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 0 and out["status"] == "success"
+    assert out["bracket"][0] < out["delta_nn"] < out["bracket"][1]
+
+
+def test_threshold_cli_bad_input(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["threshold", "--target", "z + 0.3*z**2", "--t", "0"]) == 2
+    assert "no hard direction" in capsys.readouterr().err
