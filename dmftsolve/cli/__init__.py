@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dmftsolve import __version__
 
 #: Modules (in this package) that define commands, in the order ``--help`` lists them.
-COMMANDS: tuple[str, ...] = ("alg_threshold", "simulate", "dmft")
+COMMANDS: tuple[str, ...] = ("alg_threshold", "simulate", "dmft", "spectrum", "threshold")
 
 
 def build_parser() -> argparse.ArgumentParser:
