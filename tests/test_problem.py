@@ -184,3 +184,42 @@ def test_V_shape_checked() -> None:
     p = Problem.build(m=2)
     with pytest.raises(ValueError, match="last axis of length m=2"):
         p.grad(np.ones(3), np.ones((3, 1)))
+
+
+# ----------------------------------------------------------------------------- random valid inputs
+_finite_pos = st.floats(1e-3, 10.0, allow_nan=False, allow_infinity=False)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    k=st.integers(1, 3),
+    m=st.integers(1, 3),
+    activation=st.sampled_from(sorted(NAMED_ACTIVATIONS) + ["r**3 - r", "sin(r)"]),
+    loss=st.sampled_from(["square", "logistic", "abs(y - f)**3/3 + (y - f)**2"]),
+    eta=_finite_pos,
+    lam=st.floats(0.0, 5.0),
+    steps=st.integers(0, 1000),
+    q0=st.floats(0.0, 5.0),
+    noise=st.floats(0.0, 2.0),
+    data=st.data(),
+)
+@example(k=1, m=1, activation="gelu", loss="square", eta=0.1, lam=0.0, steps=100, q0=1.0, noise=0.0,
+         data=None)
+def test_random_valid_problems_build_and_round_trip(
+    k: int, m: int, activation: str, loss: str, eta: float, lam: float, steps: int, q0: float,
+    noise: float, data: st.DataObject | None,
+) -> None:
+    target = "z**2" if k == 1 else " + ".join(f"z{i}**{1 + i % 2}" for i in range(1, k + 1))
+    if noise:
+        target += f" + {noise}*eps"
+    hold = [] if data is None else data.draw(st.lists(st.integers(0, k - 1), unique=True, max_size=k))
+    a = None if data is None else data.draw(st.lists(st.floats(-3, 3), min_size=m, max_size=m))
+    p = Problem.build(target=target, activation=activation, m=m, a=a, loss=loss, eta=eta, lam=lam,
+                      steps=steps, q0=q0, hold_zero=hold)
+    assert (p.k, p.m) == (k, m)
+    assert Problem.from_dict(p.to_dict()) == p
+    rng = np.random.default_rng(0)
+    V = rng.standard_normal((4, m))
+    y = p.labels(rng.standard_normal((4, k)), rng.standard_normal(4))
+    assert p.grad(y, V).shape == (4, m) and p.hess(y, V).shape == (4, m, m)
+    assert np.all(np.isfinite(p.hess(y, V)))
