@@ -78,7 +78,7 @@ def test_fixed_point_matches_gd_for_ridge_regression() -> None:
     # convex case (linear network, ridge): GD converges to the unique minimiser,
     # so the TTI fixed point must match the simulator's final state
     p = Problem.build(target="z + 0.5*eps", activation="linear", lam=0.5, eta=0.3, steps=150)
-    fp = solve_fixed_point(p, 3.0, settings=FixedPointSettings(branch="newton"))
+    fp = solve_fixed_point(p, 3.0, settings=FixedPointSettings(branch="newton", nodes=30))
     d = 800
     sim = simulate(p, d=d, delta=3.0, seed=2, trials=2, record_every=150)
     M = sim.overlaps[:, -1, 0, 0]
