@@ -36,7 +36,7 @@ from dmftsolve._symbolic import compile_expression, derivatives, parse_expressio
 from dmftsolve.activations import NAMED_ACTIVATIONS, R
 from dmftsolve.losses import NAMED_LOSSES, F, Y
 
-__all__ = ["Target", "Network", "Loss", "Init", "Training", "Problem", "check_delta"]
+__all__ = ["Target", "Network", "Loss", "Init", "Training", "Problem", "check_delta", "check_integer"]
 
 
 def _finite(name: str, value: Any, *, positive: bool = False, nonnegative: bool = False) -> float:
@@ -54,7 +54,8 @@ def _finite(name: str, value: Any, *, positive: bool = False, nonnegative: bool 
     return v
 
 
-def _integer(name: str, value: Any, *, minimum: int) -> int:
+def check_integer(name: str, value: Any, minimum: int) -> int:
+    """Return ``value`` as an int ``>= minimum``, raising ``ValueError`` naming ``name`` otherwise."""
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
         if isinstance(value, float) and value.is_integer():
             value = int(value)
@@ -112,7 +113,7 @@ class Target(_Frozen):
                 f"target={self.expr!r} mixes 'z' with indexed 'z1…zk'; use one or the other"
             )
         used_k = max(indexed) if indexed else 1
-        k = used_k if self.k is None else _integer("k", self.k, minimum=1)
+        k = used_k if self.k is None else check_integer("k", self.k, minimum=1)
         if k < used_k:
             raise ValueError(f"k={k} is smaller than the largest latent index used ({used_k})")
         object.__setattr__(self, "k", k)
@@ -175,7 +176,7 @@ class Network(_Frozen):
     a: tuple[float, ...] | None = None
 
     def __post_init__(self) -> None:
-        m = _integer("m", self.m, minimum=1)
+        m = check_integer("m", self.m, minimum=1)
         object.__setattr__(self, "m", m)
         a = (1.0,) * m if self.a is None else self.a
         a = tuple(_finite(f"a[{j}]", v) for j, v in enumerate(np.atleast_1d(a)))
@@ -325,10 +326,10 @@ class Training(_Frozen):
     def __post_init__(self) -> None:
         object.__setattr__(self, "eta", _finite("eta", self.eta, positive=True))
         object.__setattr__(self, "lam", _finite("lam", self.lam, nonnegative=True))
-        object.__setattr__(self, "steps", _integer("steps", self.steps, minimum=0))
+        object.__setattr__(self, "steps", check_integer("steps", self.steps, minimum=0))
         if not isinstance(self.init, Init):
             raise ValueError(f"init must be an Init, got {self.init!r}")
-        hz = tuple(_integer("hold_zero entry", i, minimum=0) for i in self.hold_zero)
+        hz = tuple(check_integer("hold_zero entry", i, minimum=0) for i in self.hold_zero)
         if len(set(hz)) != len(hz):
             raise ValueError(f"hold_zero has repeated entries: {self.hold_zero!r}")
         object.__setattr__(self, "hold_zero", tuple(sorted(hz)))

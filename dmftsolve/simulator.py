@@ -55,7 +55,7 @@ from threadpoolctl import threadpool_limits
 from dmftsolve._symbolic import _MODULES, _drop_distributions
 from dmftsolve.activations import R
 from dmftsolve.losses import F, Y
-from dmftsolve.problem import Problem, check_delta
+from dmftsolve.problem import Problem, check_delta, check_integer
 from dmftsolve.results import ResultBase, SolverError, Status
 
 __all__ = [
@@ -468,17 +468,6 @@ class _Options:
     blas_threads: int | None = 1
 
 
-def _integer(name: str, value: Any, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        if isinstance(value, float) and value.is_integer():
-            value = int(value)
-        else:
-            raise ValueError(f"{name} must be an integer, got {value!r}")
-    if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value!r}")
-    return int(value)
-
-
 def _seed_sequence(seed: SeedLike) -> np.random.SeedSequence:
     """Normalise ``seed`` (None, int >= 0, SeedSequence or Generator) to a SeedSequence."""
     if seed is None:
@@ -775,25 +764,25 @@ def _prepare(
     if not isinstance(problem, Problem):
         raise ValueError(f"problem must be a Problem, got {problem!r}")
     k, m = problem.k, problem.m
-    d = _integer("d", d, 1)
+    d = check_integer("d", d, 1)
     if d < k + m:
         raise ValueError(f"d must be >= k + m = {k + m}, got {d}")
     delta = check_delta(delta)
     n = int(round(delta * d))
     if n < 2:
         raise ValueError(f"delta={delta} with d={d} gives n={n} samples; need n >= 2")
-    trials = _integer("trials", trials, 1)
+    trials = check_integer("trials", trials, 1)
     if gram not in ("diag", "full"):
         raise ValueError(f"gram must be 'diag' or 'full', got {gram!r}")
-    record_every = _integer("record_every", record_every, 1)
-    n_test = n if n_test is None else _integer("n_test", n_test, 2)
+    record_every = check_integer("record_every", record_every, 1)
+    n_test = n if n_test is None else check_integer("n_test", n_test, 2)
     T = problem.training.steps
     if isinstance(hessian_at, (int, np.integer)):
         hessian_at = (hessian_at,)
-    hess_steps = sorted({_integer("hessian_at entry", s, 0) for s in hessian_at})
+    hess_steps = sorted({check_integer("hessian_at entry", s, 0) for s in hessian_at})
     if hess_steps and hess_steps[-1] > T:
         raise ValueError(f"hessian_at entries must be <= steps={T}, got {hess_steps[-1]}")
-    n_eigs = _integer("n_eigs", n_eigs, 1)
+    n_eigs = check_integer("n_eigs", n_eigs, 1)
     if hess_steps and n_eigs >= d * m - 1:
         raise ValueError(f"n_eigs must be < d*m - 1 = {d * m - 1}, got {n_eigs}")
     if hess_steps and (dense_hessian or full_spectrum) and d * m > DENSE_HESSIAN_LIMIT:
@@ -803,14 +792,14 @@ def _prepare(
     if hard is None:
         hard_t = tuple(problem.training.hold_zero) or tuple(range(k))
     else:
-        hard_t = tuple(sorted({_integer("hard entry", i, 0) for i in hard}))
+        hard_t = tuple(sorted({check_integer("hard entry", i, 0) for i in hard}))
         if not hard_t or hard_t[-1] >= k:
             raise ValueError(f"hard must name target directions in 0..{k - 1}, got {hard!r}")
     dt = _dtype(dtype)
     if block_rows is not None:
-        block_rows = _integer("block_rows", block_rows, 1)
+        block_rows = check_integer("block_rows", block_rows, 1)
     if blas_threads is not None:
-        blas_threads = _integer("blas_threads", blas_threads, 1)
+        blas_threads = check_integer("blas_threads", blas_threads, 1)
     init = problem.training.init
     hz = list(problem.training.hold_zero)
     if init.kind == "warm" and hz and np.any(init.overlaps(k, m)[hz] != 0):

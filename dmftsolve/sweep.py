@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from dmftsolve.problem import Problem, check_delta
+from dmftsolve.problem import Problem, check_delta, check_integer
 from dmftsolve.results import ResultBase, SolverError, Status
 from dmftsolve.simulator import (
     SeedLike,
@@ -40,7 +40,6 @@ from dmftsolve.simulator import (
     _assemble,
     _child,
     _hessian_meta,
-    _integer,
     _prepare,
     _run_trial,
     _seed_record,
@@ -188,7 +187,7 @@ def sweep(
     deltas_a = np.asarray([check_delta(x) for x in deltas], dtype=float)
     if deltas_a.size == 0:
         raise ValueError(f"deltas must be a non-empty sequence, got {deltas!r}")
-    trials = _integer("trials", trials, 1)
+    trials = check_integer("trials", trials, 1)
     threshold = float(success_threshold)
     if not 0.0 <= threshold < 1.0:
         raise ValueError(f"success_threshold must be in [0, 1), got {success_threshold!r}")
