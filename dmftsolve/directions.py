@@ -14,7 +14,9 @@ times Hermite polynomials of degree ≤ 2 in ``z_E``. The moments are computed
 by a tensor Gauss–Hermite rule in ``(z, ε)``, whose nodes are symmetric:
 for sign-symmetric hard directions the moments then vanish to rounding.
 A direction is easy when the largest singular value of its normalised
-moment matrix exceeds ``tol``. A finite family can in principle miss a
+moment matrix exceeds ``tol`` plus twice the quadrature error, estimated by
+comparing two rules (for kinked links and hard directions without sign
+symmetry the moments are quadrature noise well above rounding). A finite family can in principle miss a
 dependence that only shows in other test functions; the singular values are
 reported so that the margin can be inspected.
 
@@ -60,6 +62,10 @@ class DirectionSplit:
         Normalised moment singular values at each stage (the margin to ``tol``).
     tol : float
         Threshold used.
+    quadrature_errors : tuple of float
+        ``‖B_n − B_{0.7n}‖₂`` at each stage: the moments of two Gauss–Hermite
+        rules differ by this much; a direction is easy only when its singular
+        value exceeds ``tol + 2 ×`` this.
     """
 
     easy: np.ndarray
@@ -67,6 +73,7 @@ class DirectionSplit:
     stages: tuple[int, ...]
     singular_values: tuple[np.ndarray, ...] = field(repr=False)
     tol: float = 1e-7
+    quadrature_errors: tuple[float, ...] = ()
 
     @property
     def k(self) -> int:
@@ -88,6 +95,7 @@ class DirectionSplit:
             "easy_indices": self.easy_indices, "hard_indices": self.hard_indices,
             "stages": list(self.stages), "tol": self.tol,
             "singular_values": [s.tolist() for s in self.singular_values],
+            "quadrature_errors": list(self.quadrature_errors),
         }
 
 
@@ -172,32 +180,44 @@ def split_directions(
         nodes = int(min(80, np.floor(_MAX_POINTS ** (1.0 / dim))))
     if isinstance(nodes, bool) or not isinstance(nodes, (int, np.integer)) or nodes < 4:
         raise ValueError(f"nodes must be an integer >= 4, got {nodes!r}")
-    x, w = gauss_hermite_rule(dim, int(nodes))
-    z = x[:, :k]
-    eps = x[:, k] if target.noisy else 0.0
-    y = target(z, eps)
-    psi = _label_features(y, w)
+    # Two rules: the moments of the coarser one estimate the quadrature error,
+    # which for kinked links and hard directions without sign symmetry is far
+    # above rounding; singular values move by at most ‖ΔB‖₂ (Weyl).
+    rules = []
+    for n in (int(nodes), max(4, int(round(0.7 * nodes)))):
+        x, w = gauss_hermite_rule(dim, n)
+        z = x[:, :k]
+        y = target(z, x[:, k] if target.noisy else 0.0)
+        rules.append((z, w, y, _label_features(y, w)))
 
     easy = np.zeros((k, 0))
     stages: list[int] = []
     svals: list[np.ndarray] = []
-    while easy.shape[1] < k and psi.shape[1] > 0:
+    errors: list[float] = []
+    while easy.shape[1] < k and rules[0][3].shape[1] > 0:
         rest = null_space(easy.T) if easy.shape[1] else np.eye(k)
-        phi = (psi[:, :, None] * _hermite_features(z @ easy)[:, None, :]).reshape(y.size, -1)
-        norms = np.sqrt(w @ phi**2)
-        keep = norms > 1e-12
-        phi = phi[:, keep] / norms[keep]
-        B = (z @ rest).T @ (w[:, None] * phi)  # (k_rest, J) moments E[u_r z φ_j]
+        B, Bc = (_moments(z, w, psi, easy, rest) for z, w, _, psi in rules)
         U, s, _ = np.linalg.svd(B, full_matrices=False)
+        err = float(np.linalg.norm(B - Bc, 2)) if Bc.shape == B.shape else np.inf
         svals.append(s)
-        new = U[:, s > tol]
+        errors.append(err)
+        new = U[:, s > tol + 2 * err]
         if new.shape[1] == 0:
             break
         easy = orth(np.hstack([easy, rest @ new]))
         stages.append(new.shape[1])
     hard = null_space(easy.T) if easy.shape[1] else np.eye(k)
     easy, hard = _snap(easy), _snap(hard)
-    return DirectionSplit(easy=easy, hard=hard, stages=tuple(stages), singular_values=tuple(svals), tol=tol)
+    return DirectionSplit(easy=easy, hard=hard, stages=tuple(stages), singular_values=tuple(svals), tol=tol,
+                          quadrature_errors=tuple(errors))
+
+
+def _moments(z: np.ndarray, w: np.ndarray, psi: np.ndarray, easy: np.ndarray, rest: np.ndarray) -> np.ndarray:
+    """Normalised moments ``E[(restᵀz) φ_j]`` over the test family ``φ = ψ(y) × He(z_E)``."""
+    phi = (psi[:, :, None] * _hermite_features(z @ easy)[:, None, :]).reshape(z.shape[0], -1)
+    norms = np.sqrt(w @ phi**2)
+    phi = phi / np.where(norms > 1e-12, norms, np.inf)
+    return (z @ rest).T @ (w[:, None] * phi)
 
 
 def _snap(basis: np.ndarray) -> np.ndarray:
