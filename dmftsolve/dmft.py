@@ -118,6 +118,7 @@ from typing import Any, Literal
 import numpy as np
 import scipy.linalg as sla
 
+from dmftsolve._blas import blas_threads as blas_threads_limit
 from dmftsolve.problem import Problem, check_delta
 from dmftsolve.results import ResultBase, SolverError, Status
 
@@ -767,7 +768,7 @@ def _solve_dmft(
 
 def solve_dmft(problem: Problem, delta: float, *, blas_threads: int | None = 1,
                **kwargs: Any) -> DMFTResult:
-    with _blas_limit(blas_threads):
+    with blas_threads_limit(blas_threads):
         return _solve_dmft(problem, delta, **kwargs)
 
 
@@ -785,21 +786,3 @@ solve_dmft.__doc__ = (_solve_dmft.__doc__ or "") + """
 """
 
 
-class _blas_limit:
-    def __init__(self, threads: int | None) -> None:
-        self.threads = threads
-        self.ctx = None
-
-    def __enter__(self) -> None:
-        if self.threads is None:
-            return
-        try:
-            from threadpoolctl import threadpool_limits
-        except ImportError:  # pragma: no cover
-            return
-        self.ctx = threadpool_limits(limits=int(self.threads), user_api="blas")
-        self.ctx.__enter__()
-
-    def __exit__(self, *exc: Any) -> None:
-        if self.ctx is not None:
-            self.ctx.__exit__(*exc)

@@ -36,13 +36,12 @@ Examples
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import math
 import sys
 import time
 import warnings
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -50,8 +49,8 @@ import numpy as np
 import scipy.linalg
 import scipy.sparse.linalg as spla
 import sympy as sp
-from threadpoolctl import threadpool_limits
 
+from dmftsolve._blas import blas_threads
 from dmftsolve._symbolic import _MODULES, _drop_distributions
 from dmftsolve.activations import R
 from dmftsolve.losses import F, Y
@@ -82,22 +81,6 @@ FULL_GRAM_LIMIT = 2 * 2**30
 
 SeedLike = int | np.random.SeedSequence | np.random.Generator | None
 RowFunction = Callable[[int, int, np.ndarray], np.ndarray]
-
-
-# --------------------------------------------------------------------------- BLAS threads
-@contextlib.contextmanager
-def blas_threads(threads: int | None) -> Iterator[None]:
-    """Limit BLAS to ``threads`` threads inside the block (None: leave unchanged).
-
-    Uses :func:`threadpoolctl.threadpool_limits`. On small problems a single
-    thread is much faster here: waking BLAS worker threads for every small
-    product costs more than the product.
-    """
-    if threads is None:
-        yield
-        return
-    with threadpool_limits(limits=int(threads), user_api="blas"):
-        yield
 
 
 # --------------------------------------------------------------------------- the kernel
