@@ -61,7 +61,7 @@ class FixedPointSettings:
     nodes: int | None = None
     damping: float = 0.3
     tol: float = 1e-10
-    maxiter: int = 5000
+    maxiter: int = 1000
     grid: tuple[float, float, int] = (-12.0, 12.0, 481)
 
     def __post_init__(self) -> None:
