@@ -1,0 +1,113 @@
+"""Benchmark: ``dmftsolve threshold`` end to end against the simulator's cost of the same search.
+
+1. Runs ``dmftsolve threshold`` as a subprocess (GeLU neuron on ``y = z²``,
+   η = 0.5, ``--t 20``, 4000 paths, bracket 2..40, grid 6, xtol 0.5) and times
+   it end to end (interpreter start-up, imports and the search included).
+2. Times single simulator runs (:func:`dmftsolve.simulator.simulate`, one
+   trial, float32 data, one BLAS thread, unrestricted GD, same problem) at
+   ``d = 500, 1000, 2000`` and ``δ = 10``, each for a few hundred steps, and
+   scales them to a full run: time ∝ steps × δ (the step reads ``X`` once,
+   ``n = δ d`` rows).
+3. Estimates what the simulator needs to locate the same threshold to the
+   same δ precision: the same δ points the threshold search evaluated (grid
+   plus bisection), ``TRIALS`` runs per point (enough to tell a success rate
+   of 1/2 from 0 or 1 at about two binomial standard errors), ``STEPS`` GD
+   steps per run (escape takes hundreds of steps at η = 0.5 near the
+   transition), at each d of ``DS`` (a finite-size extrapolation needs
+   several d). A single-d, 10-trial estimate is given as a lower bound.
+
+The ratio (simulator estimate / threshold time) is printed; both are timed
+in the same process on the same machine. Caveat: the two locate different
+quantities (the DMFT gives δ_NN(t) at d = ∞; the simulator a finite-d,
+finite-time success transition; see ``docs/findings.md``); the comparison
+is of cost only.
+
+Run: ``python benchmarks/bench_threshold.py [--json]`` (about 2 min).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+from dmftsolve import Problem
+from dmftsolve.simulator import simulate
+
+CLI = ["threshold", "--activation", "gelu", "--eta", "0.5", "--t", "20", "--paths", "4000",
+       "--bracket", "2,40", "--grid", "6", "--xtol", "0.5", "--json", "--no-progress"]
+DS = (500, 1000, 2000)
+TIMED_STEPS = {500: 400, 1000: 200, 2000: 60}
+DELTA_TIMED = 10.0
+TRIALS = 20
+STEPS = 1000
+
+
+def run_cli() -> tuple[float, dict]:
+    exe = shutil.which("dmftsolve")
+    cmd = [exe, *CLI] if exe else [sys.executable, "-m", "dmftsolve.cli", *CLI]
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    wall = time.perf_counter() - t0
+    try:
+        out = json.loads(proc.stdout)
+    except json.JSONDecodeError:
+        out = {"stdout": proc.stdout[-2000:], "stderr": proc.stderr[-2000:]}
+    out["returncode"] = proc.returncode
+    return wall, out
+
+
+def time_per_step(d: int) -> float:
+    """Seconds per GD step at (d, δ = DELTA_TIMED), best of two short runs."""
+    steps = TIMED_STEPS[d]
+    p = Problem.build(target="z**2", activation="gelu", eta=0.5, steps=steps)
+    best = np.inf
+    for seed in (0, 1):
+        t0 = time.perf_counter()
+        simulate(p, d, DELTA_TIMED, seed=seed, record_every=10, dtype=np.float32, throw=False)
+        best = min(best, time.perf_counter() - t0)
+    return best / steps
+
+
+def main() -> None:
+    as_json = "--json" in sys.argv
+    wall, th = run_cli()
+    evaluated = sorted({float(e["delta"]) for e in th.get("evaluations", [])})
+    per_step = {d: time_per_step(d) for d in DS}
+
+    def run_time(d: int, delta: float) -> float:
+        return per_step[d] * STEPS * delta / DELTA_TIMED
+
+    full = sum(TRIALS * run_time(d, x) for d in DS for x in evaluated)
+    single = sum(10 * run_time(DS[0], x) for x in evaluated)
+    report = {
+        "threshold_cli": {"command": "dmftsolve " + " ".join(CLI), "wall_s": wall,
+                          "returncode": th.get("returncode"), "bracket": th.get("bracket"),
+                          "delta_nn": th.get("delta_nn"), "status": th.get("status"),
+                          "delta_points": evaluated},
+        "simulator": {"seconds_per_step_at_delta10": per_step, "steps_per_run": STEPS,
+                      "trials_per_point": TRIALS, "d": list(DS),
+                      "estimate_s": full, "estimate_single_d_10_trials_s": single},
+        "ratio_full": full / wall if wall > 0 else None,
+        "ratio_single_d": single / wall if wall > 0 else None,
+    }
+    if as_json:
+        print(json.dumps(report, indent=1))
+        return
+    print(f"dmftsolve threshold ({' '.join(CLI[1:])}):")
+    print(f"  wall {wall:.1f} s, status {th.get('status')}, bracket {th.get('bracket')}, "
+          f"{len(evaluated)} δ points")
+    print("simulator, seconds per GD step at δ=10 (float32, 1 BLAS thread): "
+          + ", ".join(f"d={d}: {per_step[d] * 1e3:.2f} ms" for d in DS))
+    print(f"simulator estimate, {len(evaluated)} δ points × {TRIALS} trials × {STEPS} steps × "
+          f"d in {DS}: {full:.0f} s  -> ratio {report['ratio_full']:.0f}x")
+    print(f"lower bound, d={DS[0]} only, 10 trials: {single:.0f} s  -> ratio "
+          f"{report['ratio_single_d']:.1f}x")
+
+
+if __name__ == "__main__":
+    main()
