@@ -291,7 +291,8 @@ def _batch_se(values: np.ndarray) -> np.ndarray:
     B = values.shape[0]
     if B < 2:
         return np.full(values.shape[1:], np.nan)
-    return values.std(axis=0, ddof=1) / math.sqrt(B)
+    with np.errstate(over="ignore", invalid="ignore"):  # a diverging replicate gives inf/nan
+        return values.std(axis=0, ddof=1) / math.sqrt(B)
 
 
 def _test_sample(problem: Problem, n: int, rng: np.random.Generator) -> dict[str, np.ndarray]:

@@ -66,6 +66,11 @@ class ThresholdSettings:
         Monte Carlo paths and seed of each DMFT run (finite ``t``).
     long_time : int
         ``T`` of the long-time rule (``t=None``): steps of each DMFT run.
+    time_rtol : float
+        The long-time rule accepts ``δ_NN(T)`` when the brackets at ``T/2``
+        and ``T`` are within ``max(xtol, time_rtol·δ_NN(T))`` of each other
+        (the Monte Carlo noise of the sampled law of ``D`` moves the bracket
+        by a few per cent at ``10⁴`` paths).
     tails : {"sample", "strict"}
         What to do when the law of ``D`` at a finite step looks unbounded below
         (square loss with unbounded ``y``, THEORY.md §3): ``"strict"`` fails
@@ -85,6 +90,7 @@ class ThresholdSettings:
     n_paths: int = 20_000
     seed: int = 0
     long_time: int = 400
+    time_rtol: float = 0.05
     tails: Literal["sample", "strict"] = "sample"
     fixed_point: FixedPointSettings | None = None
 
@@ -100,6 +106,8 @@ class ThresholdSettings:
             raise ValueError(f"xtol must be > 0, got {self.xtol!r}")
         if isinstance(self.long_time, bool) or not isinstance(self.long_time, int) or self.long_time < 2:
             raise ValueError(f"long_time must be an integer >= 2, got {self.long_time!r}")
+        if not self.time_rtol >= 0:
+            raise ValueError(f"time_rtol must be >= 0, got {self.time_rtol!r}")
         if self.tails not in ("sample", "strict"):
             raise ValueError(f"tails must be 'sample' or 'strict', got {self.tails!r}")
         if self.n_paths < 100:
@@ -191,8 +199,9 @@ def _spectra(problem: Problem, delta: float, times: tuple[Time, ...], settings: 
         laws["tti"] = (s["D"], s["Vstar"][:, list(hard)], s["weights"], False, fp.status, fp.message,
                        {"fixed_point": fp.to_dict()})
     if steps:
+        # error bars of the observables are not used here: cheap batch errors
         res = solve_dmft(prob, delta, n_paths=settings.n_paths, seed=settings.seed, steps=max(steps),
-                         keep_samples_at=tuple(steps), throw=False)
+                         keep_samples_at=tuple(steps), throw=False, errors="batch")
         for t in steps:
             if res.ok:
                 s = res.samples(t)
@@ -384,12 +393,27 @@ def delta_nn(
                 break
         if t is None and status.ok:
             half = brackets[str(times[0])]["bracket"]
-            if half is None or half[0] > bracket[1] + settings.xtol or half[1] < bracket[0] - settings.xtol:
+            slack = max(settings.xtol, settings.time_rtol * bracket[1])
+            if half is None or half[0] > bracket[1] + slack or half[1] < bracket[0] - slack:
                 status = Status.NOT_CONVERGED
                 message += f"; not converged in time: at T/2={times[0]} the bracket is {half}"
             else:
                 message += (f"; converged in time: at T/2={times[0]} the bracket is "
                             f"[{half[0]:.5g}, {half[1]:.5g}]")
+        if bracket is not None:
+            final = times[-1]
+            early = [d for d in pred.cache if d < bracket[0] and pred.spectra[d][final].ok
+                     and pred.spectra[d][final].has_outlier(settings.criterion)]
+            tails = [d for d in pred.cache if pred.spectra[d][final].diagnostics.get("tail_unbounded")]
+            if tails:
+                message += (f"; warning: the law of D looks unbounded below at t={final} (at "
+                            f"{len(tails)} of {len(pred.cache)} δ): the bulk then has no finite left edge, "
+                            f"and this δ_NN is that of the {settings.n_paths}-sample law, which moves "
+                            "with n_paths like a finite-d threshold")
+            if early:
+                message += (f"; warning: not monotone in δ, an outlier also at δ="
+                            f"{', '.join(f'{v:.4g}' for v in early)} (Monte Carlo noise of the sampled "
+                            "law of D: more paths narrow it)")
     except SolverError as exc:
         status, message = Status.FAILED, str(exc)
     try:
