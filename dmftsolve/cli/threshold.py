@@ -29,7 +29,7 @@ of the final bracket are evaluated. delta_alg is printed beside it.
              GD reaches the fixed point's proximal branch, see docs/findings.md).
 
 With no options this computes the paper's headline case, a GeLU single neuron
-on y = z**2 (it takes about a minute on 2 cores).
+on y = z**2 (about 15 s on 2 cores).
 
 Example:
   dmftsolve threshold --activation quad --eta 0.05 --t 100 --bracket 2,30
