@@ -601,15 +601,20 @@ def _left_edge_march(law: _Law, *, xtol: float, tol: float, maxiter: int) -> tup
     if not ok:
         raise SolverError(f"real branch: no physical solution at x={x!r} below the support")
     _, K, _ = _residual(law, x, R)
-    h = (law.upper - x) / 64.0
+    # Steps are capped: an accepted step may not jump over a thin piece of the
+    # support into a gap, where the physical real branch exists again (found
+    # by hypothesis: D = diag(0, c), c ∈ {1, 0.062}, δ = 0.5). Pieces thinner
+    # than ``hmax`` can still be missed.
+    hmax = (law.upper - x) / 400.0
+    h = hmax
     steps = 0
-    while h > xtol and steps < 10_000:
+    while h > xtol and steps < 20_000:
         steps += 1
         x_try = x + h
         R_try, K_try, ok = _real_step(law, x_try, x, R, K, tol=tol, maxiter=maxiter)
         if ok:
             x, R, K = x_try, R_try, K_try
-            h *= 1.5
+            h = min(1.5 * h, hmax)
         else:
             h *= 0.5
     return x, {"edge_method": "real-branch fold", "edge_steps": steps, "edge_rho": _rho(K)}

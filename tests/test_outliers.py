@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 import pytest
+from helpers import build_hessian
 from numpy.polynomial.hermite_e import hermegauss
 
 from dmftsolve.outliers import outlier_matrix, outliers
@@ -32,17 +33,6 @@ def rotating_law(z: np.ndarray) -> np.ndarray:
     Q = np.stack([np.stack([c, -s], -1), np.stack([s, c], -1)], -2)
     eig = np.stack([np.tanh(1 - y), np.full_like(y, 0.5)], -1)
     return np.einsum("iab,ib,icb->iac", Q, eig, Q)
-
-
-def build_hessian(X: np.ndarray, D: np.ndarray) -> np.ndarray:
-    """(1/n) Σ x_i x_iᵀ ⊗ D_i with index (a, c) → a m + c."""
-    n, d = X.shape
-    m = D.shape[1]
-    H = np.empty((d, m, d, m))
-    for c in range(m):
-        for e in range(m):
-            H[:, c, :, e] = (X.T * D[:, c, e]) @ X / n
-    return H.reshape(d * m, d * m)
 
 
 # ----------------------------------------------------------------------------- reference numbers
