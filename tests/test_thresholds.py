@@ -109,3 +109,17 @@ def test_threshold_cli_json(capsys: pytest.CaptureFixture[str]) -> None:
 def test_threshold_cli_bad_input(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["threshold", "--target", "z + 0.3*z**2", "--t", "0"]) == 2
     assert "no hard direction" in capsys.readouterr().err
+
+
+def test_spectrum_cli_reports_edges_outliers_and_unbounded_laws(capsys: pytest.CaptureFixture[str]) -> None:
+    # bounded law (y = min(z², 3), σ = r², t = 0, δ = 3): finite left edge and a hard outlier below
+    # it (the t = 0 threshold is 1.67, test above); y = z²: D unbounded below, so no edge is given
+    assert main(["spectrum", "--target", "Min(z**2, 3)", "--activation", "quad", "--delta", "3",
+                 "--t", "0", "--paths", "20000", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    edge = out["bulk"]["left_edge"]
+    locs = [o["location"] for o in out["outliers"]["outliers"]]
+    assert edge is not None and len(locs) == 1 and locs[0] < edge
+    main(["spectrum", "--delta", "4", "--t", "0", "--paths", "5000", "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert out["bulk"]["left_edge"] is None and "unbounded below" in out["bulk"]["message"]

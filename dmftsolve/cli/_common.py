@@ -12,18 +12,19 @@ from dmftsolve.problem import Problem
 from dmftsolve.results import jsonable
 
 
-def _floats(text: str) -> list[float]:
+def _numbers(text: str, cast: type, kind: str) -> list:
     try:
-        return [float(v) for v in text.replace(",", " ").split()]
+        return [cast(v) for v in text.replace(",", " ").split()]
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}") from None
+        raise argparse.ArgumentTypeError(f"expected comma-separated {kind}, got {text!r}") from None
+
+
+def _floats(text: str) -> list[float]:
+    return _numbers(text, float, "numbers")
 
 
 def _ints(text: str) -> list[int]:
-    try:
-        return [int(v) for v in text.replace(",", " ").split()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+    return _numbers(text, int, "integers")
 
 
 def _matrix(text: str) -> list[list[float]]:

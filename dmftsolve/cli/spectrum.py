@@ -13,8 +13,8 @@ from dmftsolve.cli._common import (
     format_table,
     problem_from_args,
 )
+from dmftsolve.outliers import outliers
 from dmftsolve.spectrum import bulk_spectrum
-from dmftsolve.thresholds import ThresholdSettings, hard_spectrum
 
 DESCRIPTION = """\
 The spectrum of the Hessian of the empirical risk after t GD steps, in the limit
@@ -54,14 +54,15 @@ def run(args: argparse.Namespace) -> int:
 
     problem = problem_from_args(args)
     prob, hard = restricted(problem)
-    settings = ThresholdSettings(n_paths=args.paths, seed=args.seed, tails="strict")
     res = solve_dmft(prob, args.delta, n_paths=args.paths, seed=args.seed, steps=args.t,
-                     keep_samples_at=(args.t,))
-    D = res.samples(args.t)["D"]
-    bulk = bulk_spectrum(D, args.delta, lam=prob.training.lam, npoints=args.points, throw=False)
-    hs = hard_spectrum(problem, args.delta, args.t, settings=settings, throw=False)
+                     keep_samples_at=(args.t,), errors="batch")
+    s = res.samples(args.t)
+    lam = prob.training.lam
+    bulk = bulk_spectrum(s["D"], args.delta, lam=lam, npoints=args.points, throw=False)
+    hard_out = outliers(s["D"], s["Vstar"][:, list(hard)], args.delta, lam=lam, throw=False)
     payload = {"problem": prob.to_dict(), "delta": args.delta, "t": args.t, "hard": list(hard),
-               "bulk": bulk.to_dict(), "outliers": hs.to_dict()}
+               "bulk": bulk.to_dict(), "outliers": hard_out.to_dict()
+               | {"outliers": [o.to_dict() for o in hard_out.outliers]}}
 
     def table() -> str:
         le = "none (law of D unbounded below)" if bulk.left_edge is None else f"{bulk.left_edge:.6g}"
@@ -71,9 +72,9 @@ def run(args: argparse.Namespace) -> int:
                 ["bulk status", f"{bulk.status.value} {bulk.message}".strip()]]
         out = [f"dmftsolve spectrum: {prob.describe()}, δ={args.delta}, t={args.t}", "",
                format_table(["quantity", "value"], rows), "", "hard outliers"]
-        orows = [[o.location, o.overlap2] for o in hs.outliers.outliers]
+        orows = [[o.location, o.overlap2] for o in hard_out.outliers]
         out.append(format_table(["location", "overlap² with hard subspace"], orows) if orows else
-                   f"none ({hs.status.value}{': ' + hs.message if hs.message else ''})")
+                   f"none ({hard_out.status.value}{': ' + hard_out.message if hard_out.message else ''})")
         x, rho = np.asarray(bulk.x), np.asarray(bulk.density)
         if x.size:
             idx = np.linspace(0, x.size - 1, min(12, x.size)).astype(int)
@@ -91,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
             raise ValueError("--plot needs matplotlib: pip install 'dmftsolve[plot]'") from None
         fig, ax = plt.subplots(figsize=(6, 4))
         ax.plot(bulk.x, bulk.density, label="bulk density")
-        for o in hs.outliers.outliers:
+        for o in hard_out.outliers:
             ax.axvline(o.location, color="C3", ls="--", label=f"hard outlier (overlap² {o.overlap2:.2f})")
         ax.set_xlabel("eigenvalue")
         ax.set_title(f"Hessian spectrum, δ={args.delta}, t={args.t}")
