@@ -81,7 +81,7 @@ from dmftsolve.spectrum import (
     _unbounded,
 )
 
-__all__ = ["Outlier", "Outliers", "outliers", "outlier_matrix"]
+__all__ = ["Outlier", "Outliers", "outliers", "outlier_matrix", "spike_coordinates", "training_outliers"]
 
 
 # --------------------------------------------------------------------------- core
@@ -182,6 +182,11 @@ class Outlier:
     direction : numpy.ndarray, shape (k, m)
         Unit null vector of ``M``: the eigenvector's component in ``R^k ⊗ R^m``, normalised.
     side : {"left", "right"}
+    parts : dict
+        Only from :func:`training_outliers`: ``overlap2`` split over the hard
+        directions, the other target directions and the learned ones
+        (the part of ``span(W)`` orthogonal to ``span(Θ*)``); the parts sum to
+        ``overlap2``.
     """
 
     location: float
@@ -190,12 +195,16 @@ class Outlier:
     residual: float
     direction: np.ndarray
     side: str
+    parts: dict[str, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out = {
             "location": self.location, "overlap2": self.overlap2, "bracket": list(self.bracket),
             "residual": self.residual, "direction": self.direction.tolist(), "side": self.side,
         }
+        if self.parts:
+            out["parts"] = dict(self.parts)
+        return out
 
 
 @dataclass(repr=False)
@@ -494,4 +503,123 @@ def outliers(
     )
     if throw and not status.ok:
         res.raise_for_status()
+    return res
+
+
+# --------------------------------------------------------------------------- learned directions
+def spike_coordinates(
+    Vstar: ArrayLike, V: ArrayLike, M: ArrayLike, Q: ArrayLike, *, rtol: float = 1e-8
+) -> np.ndarray:
+    """Orthonormal coordinates of each sample in ``span(Θ*) ⊕ span(W)``.
+
+    Parameters
+    ----------
+    Vstar : array_like, shape (N, k)
+        ``Θ*ᵀx`` (standard Gaussian coordinates along the target directions).
+    V : array_like, shape (N, m)
+        Pre-activations ``Wᵀx`` at the same samples (DMFT samples, or ``X @ W``).
+    M : array_like, shape (k, m)
+        Overlaps ``Θ*ᵀW``.
+    Q : array_like, shape (m, m)
+        Gram of the part of ``W`` orthogonal to ``Θ*`` (``WᵀW − MᵀM``).
+    rtol : float
+        Eigenvalues of ``Q`` below ``rtol·max`` are dropped (``W`` of lower rank).
+
+    Returns
+    -------
+    numpy.ndarray, shape (N, k + r)
+        ``[Vstar, Λ^{-1/2} Uᵀ (V − Vstar M)]`` with ``Q = U Λ Uᵀ`` restricted to
+        its ``r`` non-null eigenvalues: the first ``k`` columns are the target
+        coordinates, the last ``r`` the learned ones, all with unit variance
+        and uncorrelated in the ``d → ∞`` law.
+    """
+    Vs = np.asarray(Vstar, dtype=float)
+    Va = np.asarray(V, dtype=float)
+    Vs = Vs[:, None] if Vs.ndim == 1 else Vs
+    Va = Va[:, None] if Va.ndim == 1 else Va
+    if Vs.ndim != 2 or Va.ndim != 2 or Vs.shape[0] != Va.shape[0]:
+        raise ValueError(f"Vstar and V must be (N, k) and (N, m) with the same N, got shapes "
+                         f"{np.shape(Vstar)} and {np.shape(V)}")
+    k, m = Vs.shape[1], Va.shape[1]
+    Ma = np.asarray(M, dtype=float).reshape(k, m) if np.size(M) == k * m else None
+    if Ma is None:
+        raise ValueError(f"M must have shape (k, m) = ({k}, {m}), got shape {np.shape(M)}")
+    Qa = np.atleast_2d(np.asarray(Q, dtype=float))
+    if Qa.shape != (m, m) or not np.all(np.isfinite(Qa)):
+        raise ValueError(f"Q must be a finite ({m}, {m}) matrix, got shape {np.shape(Q)}")
+    if not (rtol > 0 and math.isfinite(rtol)):
+        raise ValueError(f"rtol must be > 0 and finite, got {rtol!r}")
+    lam, U = np.linalg.eigh(0.5 * (Qa + Qa.T))
+    if lam[-1] <= 0:
+        return Vs.copy()
+    keep = lam > rtol * lam[-1]
+    resid = Va - Vs @ Ma
+    learned = resid @ (U[:, keep] / np.sqrt(lam[keep]))
+    return np.concatenate([Vs, learned], axis=1)
+
+
+def training_outliers(
+    D: ArrayLike,
+    Vstar: ArrayLike,
+    V: ArrayLike,
+    M: ArrayLike,
+    Q: ArrayLike,
+    delta: float,
+    *,
+    hard: tuple[int, ...] | list[int] = (),
+    side: Literal["left", "right", "both"] = "both",
+    **kwargs: Any,
+) -> Outliers:
+    """Outliers of the GD Hessian along the target *and* the learned directions.
+
+    :func:`outliers` with the spike subspace ``span(Θ*) ⊕ span(W_t)``: the
+    outlier equation is solved with ``z`` = :func:`spike_coordinates`, so that
+    ``D`` depends on the data only through ``z`` and the label. Each outlier's
+    ``overlap2`` is its squared overlap with the whole spike subspace and
+    ``parts`` splits it into ``hard`` (the indices ``hard``), ``target`` (the
+    other target directions, e.g. easy ones) and ``learned``.
+
+    For a ``W`` independent of the data (``t = 0``) this is the exact
+    spiked-model equation. For ``t > 0`` ``W_t`` depends on the data and the
+    same equation, fed with the DMFT law of ``(V^t, V*, D)``, is a conjecture
+    that matches finite-``d`` GD Hessians
+    (``validation/learned_outliers_vs_simulation.py``); its derivation is open.
+    When the hard directions are uncorrelated with the learned ones in the
+    outlier matrix (sign symmetry, THEORY.md §4), the hard outliers coincide
+    with those of :func:`outliers` on the hard coordinates alone.
+
+    Parameters
+    ----------
+    D : array_like, shape (N, m, m) or (N,)
+        Samples of ``D``.
+    Vstar, V, M, Q
+        As in :func:`spike_coordinates`.
+    delta : float
+        Sample ratio ``δ = n/d``.
+    hard : sequence of int
+        Indices of the hard target directions (columns of ``Vstar``).
+    side : {"left", "right", "both"}
+        Default both: learned-direction outliers are often above the bulk.
+    **kwargs
+        Passed to :func:`outliers` (``lam``, ``weights``, ``unbounded_below``, …).
+
+    Returns
+    -------
+    Outliers
+    """
+    Vs = np.asarray(Vstar, dtype=float)
+    k = 1 if Vs.ndim == 1 else Vs.shape[1]
+    hard_idx = [int(h) for h in hard]
+    if any(h < 0 or h >= k for h in hard_idx):
+        raise ValueError(f"hard must hold indices in [0, {k}), got {tuple(hard)!r}")
+    z = spike_coordinates(Vstar, V, M, Q)
+    res = outliers(D, z, delta, side=side, **kwargs)
+    for o in res.outliers:
+        w2 = np.sum(np.asarray(o.direction) ** 2, axis=1)  # per spike coordinate
+        w2 = w2 / w2.sum()
+        easy = [j for j in range(k) if j not in hard_idx]
+        o.parts = {"hard": float(o.overlap2 * w2[hard_idx].sum()),
+                   "target": float(o.overlap2 * w2[easy].sum()),
+                   "learned": float(o.overlap2 * w2[k:].sum())}
+    res.settings["spike"] = {"k": k, "learned": int(z.shape[1] - k), "hard": hard_idx}
     return res

@@ -10,7 +10,7 @@ import pytest
 from helpers import build_hessian
 from numpy.polynomial.hermite_e import hermegauss
 
-from dmftsolve.outliers import outlier_matrix, outliers
+from dmftsolve.outliers import outlier_matrix, outliers, spike_coordinates, training_outliers
 from dmftsolve.results import SolverError, Status
 from dmftsolve.spectrum import stieltjes_trace
 
@@ -220,3 +220,89 @@ def test_outlier_matrix_rejects_points_inside_the_bulk() -> None:
     D, z, w = tanh_law(60)
     with pytest.raises(ValueError, match="x must lie outside the bulk"):
         outlier_matrix(D, z, 2.0, 0.0, weights=w)
+
+
+# ----------------------------------------------------------------------------- learned directions
+def _learned_law(q: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Tensor Gauss–Hermite law of (z, V = √q u): D = 4 tanh(V²/4) − 0.9 min(z², 3)."""
+    x, w = gauss_hermite(90)
+    z, u = (a.ravel() for a in np.meshgrid(x, x, indexing="ij"))
+    ww = np.outer(w, w).ravel()
+    V = math.sqrt(q) * u
+    return 4 * np.tanh(V**2 / 4) - 0.9 * np.minimum(z**2, 3), z, V, ww
+
+
+def test_training_outliers_match_a_fixed_spike_random_matrix() -> None:
+    """A W independent of X (t = 0): the spiked-model equation over span(θ*, w) is exact.
+
+    Reference: dense eigenpairs of (1/n) Σ D_i x_i x_iᵀ at d = 1200, δ = 4, three seeds; D
+    depends on x_i through z_i = x_i[0] (hard) and V_i = √q ŵᵀx_i (a random unit ŵ). The
+    lowest eigenpair lies along the hard direction, the highest along ŵ. Tolerance: three
+    standard errors of the three-seed mean (spread per seed ≈ 0.07 at d = 800–1500) plus 1/√d.
+    """
+    q, delta, d = 2.0, 4.0, 1200
+    D, z, V, w = _learned_law(q)
+    res = training_outliers(D, z, V, np.zeros((1, 1)), [[q]], delta, hard=(0,), weights=w,
+                            unbounded_below=False, unbounded_above=False)
+    assert [o.side for o in res.outliers] == ["left", "right"]
+    low, high = res.outliers
+    assert low.parts["hard"] == pytest.approx(low.overlap2, abs=1e-6)
+    assert high.parts["learned"] == pytest.approx(high.overlap2, abs=1e-6)
+    for o in res.outliers:
+        assert sum(o.parts.values()) == pytest.approx(o.overlap2, rel=1e-9)
+    n = int(delta * d)
+    lows, highs = [], []
+    for seed in range(3):
+        g = np.random.default_rng(500 + seed)
+        X = g.standard_normal((n, d))
+        wdir = g.standard_normal(d)
+        wdir /= np.linalg.norm(wdir)
+        Di = 4 * np.tanh(q * (X @ wdir) ** 2 / 4) - 0.9 * np.minimum(X[:, 0] ** 2, 3)
+        ev, U = np.linalg.eigh((X.T * Di) @ X / n)
+        lows.append((ev[0], U[0, 0] ** 2))
+        highs.append((ev[-1], float(U[:, -1] @ wdir) ** 2))
+    tol = 3 * 0.07 / math.sqrt(3) + 1 / math.sqrt(d)
+    assert np.mean([a for a, _ in lows]) == pytest.approx(low.location, abs=tol)
+    assert np.mean([a for a, _ in highs]) == pytest.approx(high.location, abs=tol)
+    assert np.mean([b for _, b in lows]) == pytest.approx(low.overlap2, abs=0.08)
+    assert np.mean([b for _, b in highs]) == pytest.approx(high.overlap2, abs=0.08)
+
+
+def test_training_outliers_hard_part_equals_hard_only_outliers() -> None:
+    """Sign symmetry (y even in z, V independent of z): adding span(w) leaves the hard outlier."""
+    D, z, V, w = _learned_law(1.0)
+    both = training_outliers(D, z, V, np.zeros((1, 1)), [[1.0]], 4.0, hard=(0,), weights=w,
+                             unbounded_below=False, unbounded_above=False)
+    hard = outliers(D, z, 4.0, weights=w, unbounded_below=False)
+    assert both.outliers[0].location == pytest.approx(hard.outliers[0].location, rel=1e-8)
+    assert both.outliers[0].overlap2 == pytest.approx(hard.outliers[0].overlap2, rel=1e-6)
+
+
+def test_spike_coordinates_whiten_the_learned_part() -> None:
+    """With M ≠ 0 the learned columns are the unit-variance part of V orthogonal to V*."""
+    g = np.random.default_rng(3)
+    N, k, m = 200_000, 2, 2
+    Vs = g.standard_normal((N, k))
+    M = np.array([[0.7, -0.2], [0.0, 0.4]])
+    Q = np.array([[1.5, 0.3], [0.3, 0.5]])
+    V = Vs @ M + g.standard_normal((N, m)) @ np.linalg.cholesky(Q).T
+    z = spike_coordinates(Vs, V, M, Q)
+    assert z.shape == (N, k + m)
+    np.testing.assert_array_equal(z[:, :k], Vs)
+    C = z.T @ z / N
+    np.testing.assert_allclose(C, np.eye(k + m), atol=5 * 3 / math.sqrt(N))
+    # rank-deficient Q: one learned column
+    assert spike_coordinates(Vs, np.column_stack([V[:, 0], V[:, 0]]), np.zeros((k, m)),
+                             np.ones((2, 2))).shape == (N, k + 1)
+
+
+@pytest.mark.parametrize(("kwargs", "needle"), [
+    ({"M": np.zeros((2, 1))}, "M must have shape"),
+    ({"Q": np.ones((2, 2))}, "Q must be a finite"),
+    ({"hard": (3,)}, "hard must hold indices"),
+])
+def test_training_outliers_bad_input(kwargs: dict, needle: str) -> None:
+    D, z, V, _ = _learned_law(1.0)
+    args = {"M": np.zeros((1, 1)), "Q": [[1.0]], "hard": (0,)} | kwargs
+    with pytest.raises(ValueError, match=needle):
+        training_outliers(D, z, V, args["M"], args["Q"], 4.0, hard=args["hard"])

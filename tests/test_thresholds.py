@@ -120,6 +120,10 @@ def test_spectrum_cli_reports_edges_outliers_and_unbounded_laws(capsys: pytest.C
     edge = out["bulk"]["left_edge"]
     locs = [o["location"] for o in out["outliers"]["outliers"]]
     assert edge is not None and len(locs) == 1 and locs[0] < edge
+    # the same hard outlier appears among those along span(θ*) + span(W_0), all of it "hard"
+    left = [o for o in out["training_outliers"]["outliers"] if o["side"] == "left"]
+    assert len(left) == 1 and left[0]["location"] == pytest.approx(locs[0], rel=1e-6)
+    assert left[0]["parts"]["hard"] == pytest.approx(left[0]["overlap2"], rel=1e-3)
     main(["spectrum", "--delta", "4", "--t", "0", "--paths", "5000", "--json"])
     out = json.loads(capsys.readouterr().out)
     assert out["bulk"]["left_edge"] is None and "unbounded below" in out["bulk"]["message"]

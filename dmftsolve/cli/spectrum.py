@@ -13,7 +13,7 @@ from dmftsolve.cli._common import (
     format_table,
     problem_from_args,
 )
-from dmftsolve.outliers import outliers
+from dmftsolve.outliers import outliers, training_outliers
 from dmftsolve.spectrum import bulk_spectrum
 
 DESCRIPTION = """\
@@ -21,7 +21,11 @@ The spectrum of the Hessian of the empirical risk after t GD steps, in the limit
 n, d -> infinity with n/d = delta: the bulk density (matrix Stieltjes equation,
 law of D from the DMFT samples at step t), its edges and atoms, and the outliers
 along the hard target directions (held at zero overlap) with the squared overlap
-of their eigenvectors with the hard subspace.
+of their eigenvectors with the hard subspace. It also lists the outliers on
+both sides of the bulk along span(target) + span(W_t) (the learned
+directions), with each eigenvector's squared overlap split into hard, other
+target and learned parts (exact at t = 0, a tested conjecture for t > 0; see
+validation/learned_outliers_vs_simulation.py).
 
 When the law of D is unbounded below (square loss with an unbounded label, e.g.
 y = z**2 early in training) the bulk has no finite left edge: this is said, and
@@ -60,9 +64,13 @@ def run(args: argparse.Namespace) -> int:
     lam = prob.training.lam
     bulk = bulk_spectrum(s["D"], args.delta, lam=lam, npoints=args.points, throw=False)
     hard_out = outliers(s["D"], s["Vstar"][:, list(hard)], args.delta, lam=lam, throw=False)
+    learned = training_outliers(s["D"], s["Vstar"], s["V"], res.M[args.t], res.Q[args.t, args.t],
+                                args.delta, hard=hard, lam=lam, throw=False)
     payload = {"problem": prob.to_dict(), "delta": args.delta, "t": args.t, "hard": list(hard),
                "bulk": bulk.to_dict(), "outliers": hard_out.to_dict()
-               | {"outliers": [o.to_dict() for o in hard_out.outliers]}}
+               | {"outliers": [o.to_dict() for o in hard_out.outliers]},
+               "training_outliers": learned.to_dict()
+               | {"outliers": [o.to_dict() for o in learned.outliers]}}
 
     def table() -> str:
         le = "none (law of D unbounded below)" if bulk.left_edge is None else f"{bulk.left_edge:.6g}"
@@ -75,6 +83,13 @@ def run(args: argparse.Namespace) -> int:
         orows = [[o.location, o.overlap2] for o in hard_out.outliers]
         out.append(format_table(["location", "overlap² with hard subspace"], orows) if orows else
                    f"none ({hard_out.status.value}{': ' + hard_out.message if hard_out.message else ''})")
+        out += ["", "outliers along span(target) + span(W_t)"]
+        lrows = [[o.side, o.location, o.parts["hard"], o.parts["target"], o.parts["learned"]]
+                 for o in learned.outliers]
+        out.append(format_table(["side", "location", "overlap² hard", "other target", "learned"], lrows)
+                   if lrows else "none")
+        if learned.message and learned.message != "no outliers":
+            out.append(f"({learned.status.value}: {learned.message})")
         x, rho = np.asarray(bulk.x), np.asarray(bulk.density)
         if x.size:
             idx = np.linspace(0, x.size - 1, min(12, x.size)).astype(int)
