@@ -39,7 +39,7 @@ from dmftsolve import Problem
 from dmftsolve.simulator import simulate
 
 CLI = ["threshold", "--activation", "gelu", "--eta", "0.5", "--t", "20", "--paths", "4000",
-       "--bracket", "2,40", "--grid", "6", "--xtol", "0.5", "--json", "--no-progress"]
+       "--bracket", "2,40", "--grid", "6", "--xtol", "0.5", "--replicates", "1", "--json", "--no-progress"]
 DS = (500, 1000, 2000)
 TIMED_STEPS = {500: 400, 1000: 200, 2000: 60}
 DELTA_TIMED = 10.0

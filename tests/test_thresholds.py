@@ -56,6 +56,52 @@ def test_delta_nn_at_t0_matches_independent_quadrature() -> None:
     assert res.delta_alg is not None and res.delta_alg < ref
 
 
+def test_replicates_give_mean_and_standard_error_of_independent_searches() -> None:
+    """Three seeds: delta_nn is the mean of the three verified bracket midpoints, stderr their
+    standard error, and the independent quadrature reference lies within 4 standard errors
+    plus the bracket width (the search at 5000 paths has a seed spread of a few 1e-2)."""
+    ref = _bbp_reference_t0()
+    p = Problem.build(target="Min(z**2, 3)", activation="quad", eta=0.05)
+    s = ThresholdSettings(bracket=(0.5, 4.0), grid=5, xtol=0.02, n_paths=5000, seed=7, replicates=3)
+    res = delta_nn(p, 0, settings=s)
+    assert [r["seed"] for r in res.replicates] == [7, 8, 9]
+    mids = [0.5 * (a + b) for a, b in (r["bracket"] for r in res.replicates)]
+    assert len(set(mids)) > 1  # the seeds differ
+    assert res.delta_nn == pytest.approx(np.mean(mids), rel=1e-12)
+    assert res.stderr == pytest.approx(np.std(mids, ddof=1) / np.sqrt(3), rel=1e-12)
+    assert res.bracket == (min(r["bracket"][0] for r in res.replicates),
+                           max(r["bracket"][1] for r in res.replicates))
+    for r in res.replicates:  # every replicate's bracket is verified at both ends
+        lo, hi = r["bracket"]
+        flags = {e["delta"]: e["has_outlier"] for e in res.evaluations if e["seed"] == r["seed"]}
+        assert flags[lo] is False and flags[hi] is True
+    assert abs(res.delta_nn - ref) < 4 * res.stderr + 0.02
+    with pytest.raises(ValueError, match="replicates must be an integer >= 1"):
+        ThresholdSettings(replicates=0)
+
+
+def test_long_time_rule_on_replicate_means() -> None:
+    from dmftsolve.thresholds import _combine_replicates
+
+    s = ThresholdSettings(xtol=0.1, time_rtol=0.0)
+
+    def reps(mid_t: list[float], mid_half: list[float]) -> list[dict]:
+        return [{"seed": i, "status": "not_converged", "message": "", "bracket": (a - 0.05, a + 0.05),
+                 "brackets": {"100": {"bracket": (b - 0.05, b + 0.05)}}}
+                for i, (a, b) in enumerate(zip(mid_t, mid_half, strict=True))]
+
+    # means 10 vs 10.1, standard errors ~0.6: within 2 combined standard errors
+    st, msg, mean, se, _ = _combine_replicates(reps([9, 10, 11], [9.1, 10.1, 11.1]), (100, 200), None, s)
+    assert st.value == "success" and mean == pytest.approx(10.0) and se == pytest.approx(1 / np.sqrt(3))
+    # means 10 vs 14 with the same spread: far outside
+    st, msg, *_ = _combine_replicates(reps([9, 10, 11], [13, 14, 15]), (100, 200), None, s)
+    assert st.value == "not_converged" and "NOT met" in msg
+    # at a fixed t a replicate that did not succeed fails the whole result
+    bad = reps([9, 10, 11], [9, 10, 11])
+    st, msg, mean, *_ = _combine_replicates(bad, (200,), 200, s)
+    assert st.value == "not_converged" and mean is None and "seed 0" in msg
+
+
 def test_restricted_problem_holds_hard_directions() -> None:
     p, hard = restricted(Problem.build(target="z1 + z2**2"))
     assert hard == (1,) and p.training.hold_zero == (1,)
