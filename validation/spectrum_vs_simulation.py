@@ -371,7 +371,10 @@ def write_markdown(results: dict[str, Any]) -> None:
          "Simulator: the trajectories of `simulate` (same seeds), dense Hessian, all eigenvalues. "
          "Restricted dynamics: hard directions held at zero (`hold_zero`). "
          "MC = Monte Carlo error of the theory (half the gap between the theories of the two halves "
-         "of the paths). Plug-in = the same equations fed with the simulator's own (D_i, z_i): "
+         "of the paths). Caveat: the two halves share the kernels estimated from all paths, so MC "
+         "underestimates the seed-to-seed error, about tenfold for the outliers (quad_min_d6, t = 5: "
+         "0.003 here, seed-to-seed sd 0.04; see `learned_outliers_vs_simulation.md`, which uses "
+         "independent seeds). Plug-in = the same equations fed with the simulator's own (D_i, z_i): "
          "its gap to the simulation is the finite-d random-matrix error alone.", ""]
     L += ["## 0. Non-sign-symmetric hard directions", "",
           "| target | MC E[z·f(y)] (f = ỹ, tanh ỹ, ỹ²) | ± | split_directions hard / easy | singular values |",  # noqa: E501
