@@ -24,6 +24,11 @@ located by scanning a grid of ``δ`` for the first change of the predicate
 :func:`scipy.optimize.bisect` on the ±1 indicator; both ends of the final
 bracket are evaluated, so the answer is verified to lie inside it.
 ``δ_alg`` (:mod:`dmftsolve.alg_threshold`) is reported beside it.
+
+Each evaluation samples the law of ``D`` by Monte Carlo, so one search's
+bracket is one draw: ``ThresholdSettings(replicates=R)`` repeats the search
+with ``R`` DMFT seeds and reports the mean and its standard error
+(``Threshold.stderr``); the long-time rule is then applied to the means.
 """
 
 from __future__ import annotations
