@@ -150,6 +150,16 @@ def test_threshold_cli_json(capsys: pytest.CaptureFixture[str]) -> None:
     out = json.loads(capsys.readouterr().out)
     assert code == 0 and out["status"] == "success"
     assert out["bracket"][0] < out["delta_nn"] < out["bracket"][1]
+    # default: three replicate seeds, their mean and its standard error
+    assert [r["seed"] for r in out["replicates"]] == [0, 1, 2]
+    mids = [0.5 * (a + b) for a, b in (r["bracket"] for r in out["replicates"])]
+    assert out["delta_nn"] == pytest.approx(np.mean(mids))
+    assert out["stderr"] == pytest.approx(np.std(mids, ddof=1) / np.sqrt(3))
+    code = main(["threshold", "--target", "Min(z**2, 3)", "--activation", "quad", "--eta", "0.05",
+                 "--t", "0", "--bracket", "1,3", "--grid", "3", "--xtol", "0.1", "--paths", "5000",
+                 "--replicates", "1", "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 0 and out["stderr"] is None and len(out["replicates"]) == 1
 
 
 def test_threshold_cli_bad_input(capsys: pytest.CaptureFixture[str]) -> None:
