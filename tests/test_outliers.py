@@ -268,6 +268,52 @@ def test_training_outliers_match_a_fixed_spike_random_matrix() -> None:
     assert np.mean([b for _, b in highs]) == pytest.approx(high.overlap2, abs=0.08)
 
 
+def _m2_law(V: np.ndarray, z: np.ndarray) -> np.ndarray:
+    """m = 2, D depends on both learned coordinates and on the hard one, off-diagonal coupling."""
+    D = np.zeros((V.shape[0], 2, 2))
+    D[:, 0, 0] = 4 * np.tanh(V[:, 0] ** 2 / 4) - 0.6 * np.minimum(z**2, 3)
+    D[:, 1, 1] = 1.0 - 0.6 * np.minimum(z**2, 3) + 0.5 * np.tanh(V[:, 1])
+    D[:, 0, 1] = D[:, 1, 0] = 0.3 * np.tanh(V[:, 0] * V[:, 1])
+    return D
+
+
+def test_training_outliers_m2_fixed_spikes_random_matrix() -> None:
+    """m = 2, W = two fixed directions (Gram Q): the lowest eigenpair is hard, the highest learned.
+
+    Theory: a 14³-node tensor Gauss–Hermite law of (z, u1, u2), V = L u. Reference: dense
+    eigenpairs of the (2d × 2d) Hessian at d = 600, δ = 4, three seeds (spread per seed ≈ 0.07
+    at d = 700).
+    """
+    delta, d = 4.0, 600
+    Q = np.array([[1.5, 0.4], [0.4, 1.0]])
+    L = np.linalg.cholesky(Q)
+    x, w = gauss_hermite(14)
+    z, u1, u2 = (a.ravel() for a in np.meshgrid(x, x, x, indexing="ij"))
+    ww = np.einsum("i,j,k->ijk", w, w, w).ravel()
+    V = np.column_stack([u1, u2]) @ L.T
+    res = training_outliers(_m2_law(V, z), z, V, np.zeros((1, 2)), Q, delta, hard=(0,), weights=ww,
+                            unbounded_below=False, unbounded_above=False)
+    low, high = res.outliers
+    assert low.parts["hard"] > 0.99 * low.overlap2 and high.parts["learned"] > 0.99 * high.overlap2
+    n = int(delta * d)
+    got = []
+    for seed in range(3):
+        g = np.random.default_rng(40 + seed)
+        X = g.standard_normal((n, d))
+        B = np.linalg.qr(g.standard_normal((d, 2)))[0]
+        B[0] = 0.0
+        B = np.linalg.qr(B)[0]  # orthonormal, orthogonal to the hard axis
+        W = B @ L.T  # WᵀW = Q
+        ev, U = np.linalg.eigh(build_hessian(X, _m2_law(X @ W, X[:, 0])))
+        Uv = U.reshape(d, 2, -1)
+        got.append((ev[0], (Uv[0, :, 0] ** 2).sum(), ev[-1],
+                    (np.einsum("dk,dm->km", B, Uv[:, :, -1]) ** 2).sum()))
+    lo, lo_ov, hi, hi_ov = np.mean(got, axis=0)
+    tol = 3 * 0.07 / math.sqrt(3) + 1 / math.sqrt(d)
+    assert lo == pytest.approx(low.location, abs=tol) and hi == pytest.approx(high.location, abs=tol)
+    assert lo_ov == pytest.approx(low.overlap2, abs=0.08) and hi_ov == pytest.approx(high.overlap2, abs=0.08)
+
+
 def test_training_outliers_hard_part_equals_hard_only_outliers() -> None:
     """Sign symmetry (y even in z, V independent of z): adding span(w) leaves the hard outlier."""
     D, z, V, w = _learned_law(1.0)
