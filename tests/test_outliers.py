@@ -8,6 +8,8 @@ import math
 import numpy as np
 import pytest
 from helpers import build_hessian
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 from numpy.polynomial.hermite_e import hermegauss
 
 from dmftsolve.outliers import outlier_matrix, outliers, spike_coordinates, training_outliers
@@ -353,3 +355,28 @@ def test_training_outliers_bad_input(kwargs: dict, needle: str) -> None:
     args = {"M": np.zeros((1, 1)), "Q": [[1.0]], "hard": (0,)} | kwargs
     with pytest.raises(ValueError, match=needle):
         training_outliers(D, z, V, args["M"], args["Q"], 4.0, hard=args["hard"])
+
+
+@settings(max_examples=8, deadline=None)
+@example(c=(0.5, 2.0, -0.9), q=1.0, delta=4.0)
+@given(c=st.tuples(st.floats(-1.0, 1.0), st.floats(0.3, 3.0) | st.floats(-3.0, -0.3),
+                   st.floats(0.3, 2.0) | st.floats(-2.0, -0.3)),
+       q=st.floats(0.2, 3.0), delta=st.floats(1.5, 8.0))
+def test_training_outlier_parts_are_a_partition(c: tuple[float, float, float], q: float,
+                                                delta: float) -> None:
+    """Invariants on smooth laws D = c0 + c1 tanh(V²) + c2 tanh(z²): every outlier has
+    0 < overlap² ≤ 1, parts ≥ 0 summing to overlap²; by the sign symmetry z → −z (V
+    independent of z) the hard and learned parts never mix. (|c1|, |c2| ≥ 0.3: the degenerate
+    law D ≡ const makes the right-edge march fail, a known gap of the bulk solver.)"""
+    x, w = gauss_hermite(30)
+    z, u = (a.ravel() for a in np.meshgrid(x, x, indexing="ij"))
+    ww = np.outer(w, w).ravel()
+    V = math.sqrt(q) * u
+    D = c[0] + c[1] * np.tanh(V**2) + c[2] * np.tanh(z**2)
+    res = training_outliers(D, z, V, np.zeros((1, 1)), [[q]], delta, hard=(0,), weights=ww,
+                            unbounded_below=False, unbounded_above=False)
+    for o in res.outliers:
+        assert 0 < o.overlap2 <= 1 + 1e-9
+        assert min(o.parts.values()) >= -1e-12
+        assert sum(o.parts.values()) == pytest.approx(o.overlap2, rel=1e-9, abs=1e-12)
+        assert min(o.parts["hard"], o.parts["learned"]) <= 1e-6 * o.overlap2
