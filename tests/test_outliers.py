@@ -366,8 +366,9 @@ def test_training_outlier_parts_are_a_partition(c: tuple[float, float, float], q
                                                 delta: float) -> None:
     """Invariants on smooth laws D = c0 + c1 tanh(V²) + c2 tanh(z²): every outlier has
     0 < overlap² ≤ 1, parts ≥ 0 summing to overlap²; by the sign symmetry z → −z (V
-    independent of z) the hard and learned parts never mix. (|c1|, |c2| ≥ 0.3: the degenerate
-    law D ≡ const makes the right-edge march fail, a known gap of the bulk solver.)"""
+    independent of z) the hard and learned parts never mix. (|c1|, |c2| ≥ 0.3 keeps the law
+    away from a subnormal constant, D ≡ 3e-307, where the right-edge march loses the real
+    branch; D ≡ 0, 1e-12 and 0.5 give the Marchenko–Pastur edges and no outlier.)"""
     x, w = gauss_hermite(30)
     z, u = (a.ravel() for a in np.meshgrid(x, x, indexing="ij"))
     ww = np.outer(w, w).ravel()
