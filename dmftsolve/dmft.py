@@ -11,13 +11,18 @@ hidden units and a ``k``-index target is described by
 
 * a **sample process** (one training sample), non-linear with memory::
 
-      V^t = M_tᵀ V* + U^t,   U^t = Ξ^t − (η/δ) Σ_{s<t} R(t,s+1) g^s,
+      V^t = M_tᵀ V* + U^t + b_t,   U^t = Ξ^t − (η/δ) Σ_{s<t} R(t,s+1) g^s,
       g^t = g(y, V^t),   (Ξ^t) ~ N(0, Q),   Q(t,s) = E[ω^t ω^{sᵀ}];
 
 * kernels ``Γ(t,s) = E[∂g^t/∂Ξ^s]`` (response of the sample side),
   ``R`` (response of the parameter side, ``R(s,s) = I``,
   ``R(t+1,s) = (1−ηλ)R(t,s) − η Σ_{u=s}^{t} Γ(t,u) R(u,s)``) and overlaps
   ``M_{t+1} = (1 − ηλ) M_t − η E[V* g^{tᵀ}]``.
+
+* with a trained bias (``problem.bias``), a deterministic ``b_t ∈ R^m``,
+  ``b_0 = 0``, ``b_{t+1} = b_t − η E[g^t]`` (no ridge); otherwise ``b_t = 0``.
+  The kernel recursions keep their form: ``b`` enters only through ``g`` and
+  ``D`` evaluated at the shifted ``V^t``.
 
 The scheme is causal and solved in one forward pass (:func:`solve_dmft`).
 
@@ -147,6 +152,10 @@ class DMFTResult(ResultBase):
     risk including the ridge term), ``cosine`` (largest principal cosine
     between ``span(W^t)`` and ``span(Θ*)``), each with ``*_err`` (batch-means
     standard error, conditional on the earlier kernels).
+
+    ``b`` (shape ``(T+1, m)``) is the trained bias ``b_t`` (exactly zero when
+    the problem has ``bias=False``) and ``b_err`` its error; ``grad_norm``
+    does not include the bias gradient.
     """
 
     status: Status
@@ -170,6 +179,8 @@ class DMFTResult(ResultBase):
     Gamma_err: np.ndarray
     M_err: np.ndarray
     Q_err: np.ndarray
+    b: np.ndarray
+    b_err: np.ndarray
     _samples: dict[int, dict[str, np.ndarray]] = field(default_factory=dict)
 
     @property
@@ -196,7 +207,7 @@ class DMFTResult(ResultBase):
         """Sample-process arrays kept at step ``t`` (see ``keep_samples_at``).
 
         Returns a dict with ``V`` (N, m) the training pre-activations ``V^t``
-        (memory term included), ``Vstar`` (N, k), ``y`` (N,), ``D`` (N, m, m)
+        (memory term and bias included), ``Vstar`` (N, k), ``y`` (N,), ``D`` (N, m, m)
         ``= ∇²_V ℓ(y, V^t)``.
         """
         if t not in self._samples:
@@ -304,25 +315,29 @@ def _test_sample(problem: Problem, n: int, rng: np.random.Generator) -> dict[str
 
 
 def _population_loss_mc(problem: Problem, M: np.ndarray, Q: np.ndarray,
-                        sample: dict[str, np.ndarray]) -> tuple[float, float]:
-    """Monte Carlo population loss ``E ℓ(y, M_tᵀV* + Ξ)``, ``Ξ ~ N(0, Q)``, with its SE."""
+                        sample: dict[str, np.ndarray],
+                        b: np.ndarray | None = None) -> tuple[float, float]:
+    """Monte Carlo population loss ``E ℓ(y, M_tᵀV* + Ξ + b)``, ``Ξ ~ N(0, Q)``, with its SE."""
     V = M.T @ sample["Vstar"] + _sym_sqrt(Q) @ sample["zeta"]
+    if b is not None:
+        V = V + np.asarray(b, dtype=float)[:, None]
     lv = problem.loss_value(sample["y"], V.T)
     return float(lv.mean()), float(lv.std(ddof=1) / math.sqrt(lv.size))
 
 
-def _population_loss(problem: Problem, M: np.ndarray, Q: np.ndarray) -> tuple[float, float]:
-    """Test loss from :func:`dmftsolve.population.population_loss`."""
+def _population_loss(problem: Problem, M: np.ndarray, Q: np.ndarray,
+                     b: np.ndarray | None = None) -> tuple[float, float]:
+    """Test loss from :func:`dmftsolve.population.population_loss` (bias ``b`` if given)."""
     from dmftsolve.population import population_loss
 
-    e = population_loss(problem, M, (Q + Q.T) / 2)
+    e = population_loss(problem, M, (Q + Q.T) / 2, b)
     return float(e.value), float(e.error)
 
 
 # --------------------------------------------------------------------------- solver
 _ERR_FIELDS = (("train_loss", "train_loss_err"), ("test_loss", "test_loss_err"),
                ("grad_norm", "grad_norm_err"), ("cosine", "cosine_err"),
-               ("Gamma", "Gamma_err"), ("M", "M_err"))
+               ("Gamma", "Gamma_err"), ("M", "M_err"), ("b", "b_err"))
 
 
 def _replicate_errors(res: DMFTResult, problem: Problem, delta: float, *, N: int, B: int,
@@ -385,7 +400,9 @@ def _solve_dmft(
     ----------
     problem : Problem
         Target, network, loss, ``η``, ``λ``, initialisation and ``hold_zero``
-        (rows of ``M_t`` zeroed at every step, mirroring projected GD).
+        (rows of ``M_t`` zeroed at every step, mirroring projected GD). With
+        ``problem.bias`` the deterministic bias ``b_t`` is evolved too
+        (``DMFTResult.b``).
     delta : float
         ``δ = n/d``.
     n_paths : int
@@ -525,6 +542,9 @@ def _solve_dmft(
     null_mask = np.zeros(Tm1, dtype=bool)
     M = np.zeros((T + 2, k, m))
     M_err = np.zeros((T + 2, k, m))
+    bvec = np.zeros((T + 2, m))  # the bias b_t (stays exactly 0 without a bias)
+    b_err = np.zeros((T + 2, m))
+    has_bias = problem.bias
     Q_err = np.zeros((T + 2, m, m))
     out = {name: np.full(T + 1, np.nan) for name in (
         "train_loss", "train_loss_err", "test_loss", "test_loss_err", "grad_norm",
@@ -591,6 +611,8 @@ def _solve_dmft(
             cz[:, :t, 1, :] = (-(eta / delta) * Rb[blk(t), m:t1m]).reshape(m, t, m)
         U = coef @ X[: 2 * t1m]
         V = M[t].T @ Vstar + U  # (m, N)
+        if has_bias:
+            V += bvec[t][:, None]
         g = np.asarray(problem.grad(y, V.T), dtype=float).T  # (m, N)
         if not np.all(np.isfinite(g)):
             status, message, last = Status.NONFINITE, f"non-finite gradient g at step {t}", t - 1
@@ -700,20 +722,25 @@ def _solve_dmft(
         Rb[blk(t2), blk(t2)] = eye
         M[t2] = Mnext_all
         M_err[t2] = _batch_se(Mnext)
+        if has_bias:  # b_{t+1} = b_t − η E[g^t]
+            Eg_batches = g_b.mean(axis=2)  # (B, m)
+            bvec[t2] = bvec[t] - eta * Eg_batches.mean(axis=0)
+            b_err[t2] = _batch_se(bvec[t][None] - eta * Eg_batches)
         Q_err[t2] = _batch_se(Qnext[1:])
         cos_b = np.array([largest_cosine(Mnext[b], Qnext[1 + b]) for b in range(B)])
         if t2 <= T:
             out["cosine_err"][t2] = _batch_se(cos_b[:, None])[0]
         # ------------------------------------------------ test loss at t
         Mt, Qt_ = M[t], Qb[blk(t), blk(t)]
+        bt = bvec[t] if has_bias else None
         if test_loss == "population":
-            tl, tle = _population_loss(problem, Mt, Qt_)
+            tl, tle = _population_loss(problem, Mt, Qt_, bt)
         else:
-            tl, tle = _population_loss_mc(problem, Mt, Qt_, _test)
+            tl, tle = _population_loss_mc(problem, Mt, Qt_, _test, bt)
         out["test_loss"][t], out["test_loss_err"][t] = tl, tle
         out["cosine"][t] = largest_cosine(Mt, Qt_)
         finite = all(np.all(np.isfinite(a)) for a in (Gam, Cn, Qnext[0], Qrow[0], Mnext_all,
-                                                         Rb[blk(t2), :t1m]))
+                                                         Rb[blk(t2), :t1m], bvec[t2]))
         if not finite:
             status, message, last = Status.NONFINITE, f"non-finite kernels at step {t}", t
             break
@@ -726,6 +753,7 @@ def _solve_dmft(
     n1 = T + 1
     Qk, Rk, Gk, Ck, Gek = (blocks(A, n1) for A in (Qb, Rb, Gb, Cb, Gb_err))
     Mk = M[:n1].copy()
+    bk = bvec[:n1].copy()
     if status is not Status.SUCCESS:
         bad = max(last + 1, 0)
         for A in (Gk, Ck, Gek):
@@ -735,6 +763,7 @@ def _solve_dmft(
             A[bad + 1:, :] = np.nan
             A[:, bad + 1:] = np.nan
         Mk[bad + 1:] = np.nan
+        bk[bad + 1:] = np.nan
         for arr in out.values():
             arr[bad:] = np.nan
     diagnostics = {
@@ -753,7 +782,7 @@ def _solve_dmft(
         status=status, message=message, settings=settings, diagnostics=diagnostics,
         elapsed=time.perf_counter() - t_start,
         Q=Qk, Gamma=Gk, R=Rk, Cg=Ck, M=Mk, Gamma_err=Gek, M_err=M_err[:n1].copy(),
-        Q_err=Q_err[:n1].copy(), _samples=samples, **out,
+        Q_err=Q_err[:n1].copy(), b=bk, b_err=b_err[:n1].copy(), _samples=samples, **out,
     )
     if errors == "replicate" and res.ok:
         n_test = min(N, 2**14)

@@ -163,8 +163,15 @@ def solve_fixed_point(
     Returns
     -------
     FixedPoint
+
+    Raises
+    ------
+    ValueError
+        If the problem has a trained bias (``bias=True``): not supported.
     """
     start = time.perf_counter()
+    if problem.bias:
+        raise ValueError("solve_fixed_point does not support a trained bias (problem has bias=True)")
     delta = check_delta(delta)
     settings = settings or FixedPointSettings()
     k, m = problem.k, problem.m

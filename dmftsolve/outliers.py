@@ -517,7 +517,8 @@ def spike_coordinates(
     Vstar : array_like, shape (N, k)
         ``Θ*ᵀx`` (standard Gaussian coordinates along the target directions).
     V : array_like, shape (N, m)
-        Pre-activations ``Wᵀx`` at the same samples (DMFT samples, or ``X @ W``).
+        Pre-activations ``Wᵀx`` at the same samples (DMFT samples, or ``X @ W``),
+        without a bias (subtract ``DMFTResult.b[t]`` when the network has one).
     M : array_like, shape (k, m)
         Overlaps ``Θ*ᵀW``.
     Q : array_like, shape (m, m)

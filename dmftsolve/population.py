@@ -1,10 +1,11 @@
 """Population (test) loss of a two-layer network described by its overlaps.
 
-For a fresh sample the pre-activations are ``V = Mᵀ V* + Ξ`` with
+For a fresh sample the pre-activations are ``V = Mᵀ V* + Ξ (+ b)`` with
 ``V* ~ N(0, I_k)``, ``Ξ ~ N(0, Q)`` independent (``THEORY.md`` §2, test
 averages), where ``M = Θ*ᵀW`` (``k×m``) are the overlaps with the target
 directions and ``Q = W_⊥ᵀW_⊥`` (``m×m``) is the Gram of the part of ``W``
-orthogonal to them. The label is ``y = h(V*, ε)`` with ``ε ~ N(0, 1)``
+orthogonal to them, and ``b ∈ R^m`` the bias of the network (if it has
+one; zero otherwise). The label is ``y = h(V*, ε)`` with ``ε ~ N(0, 1)``
 (integrated over only when the target is noisy).
 
 Examples
@@ -58,6 +59,7 @@ def population_loss(
     problem: Problem,
     M: Any,
     Q: Any,
+    b: Any = None,
     *,
     method: str = "auto",
     rtol: float = 1e-10,
@@ -66,7 +68,7 @@ def population_loss(
     rng: Any = None,
     throw: bool = True,
 ) -> Expectation:
-    """Test loss ``E[loss(y, Σ_j a_j σ(V_j))]`` at overlaps ``M`` and orthogonal Gram ``Q``.
+    """Test loss ``E[loss(y, Σ_j a_j σ(V_j))]`` at overlaps ``M``, orthogonal Gram ``Q`` and bias ``b``.
 
     Parameters
     ----------
@@ -77,6 +79,9 @@ def population_loss(
     Q : array_like, shape (m, m)
         Gram of the orthogonal part of ``W``, symmetric positive semidefinite
         (singular allowed, e.g. ``0`` for a network inside the target span).
+    b : array_like, shape (m,), optional
+        Bias added to every unit's pre-activation, ``V = MᵀV* + Ξ + b``
+        (default: none, i.e. ``b = 0``).
     method : {"auto", "quadrature", "qmc", "mc"}
         Passed to :func:`dmftsolve.gaussian.expect`; the Gaussian vector is
         ``(V*, Ξ, ε)`` of dimension ``k + m (+1 if noisy)`` (quadrature runs in
@@ -100,6 +105,13 @@ def population_loss(
         raise ValueError(f"problem must be a Problem, got {problem!r}")
     M, Q = _check_overlaps(problem, M, Q)
     k, m = problem.k, problem.m
+    if b is not None:
+        try:
+            b = np.asarray(b, dtype=float).reshape(-1)
+        except (TypeError, ValueError):
+            raise ValueError(f"b must be a real (m,)=({m},) array, got {b!r}") from None
+        if b.shape != (m,) or not np.all(np.isfinite(b)):
+            raise ValueError(f"b must be a finite (m,)=({m},) array, got {b!r}")
     noisy = problem.target.noisy
     dim = k + m + int(noisy)
     cov = np.zeros((dim, dim))
@@ -111,6 +123,8 @@ def population_loss(
     def integrand(pts: np.ndarray) -> np.ndarray:
         z = pts[:, :k]
         V = z @ M + pts[:, k:k + m]
+        if b is not None:
+            V = V + b
         eps = pts[:, -1] if noisy else 0.0
         return problem.loss_value(problem.labels(z, eps), V)
 

@@ -6,10 +6,12 @@ Conventions are those of ``THEORY.md`` §1:
 
 * ``x ~ N(0, I_d)``, latent ``V* = Θ*ᵀx ∈ R^k``, noise ``ε ~ N(0, 1)``,
   label ``y = h(V*, ε)``;
-* pre-activations ``V = Wᵀx ∈ R^m``, output ``f = Σ_j a_j σ(V_j)``;
+* pre-activations ``V = Wᵀx + b ∈ R^m`` (trained bias ``b``, only with
+  ``bias=True``; otherwise ``b = 0``), output ``f = Σ_j a_j σ(V_j)``;
 * per-sample loss ``ℓ(y, V) = loss(y, f)`` (default ``(y − f)²/2``),
   gradient ``g = ∇_V ℓ`` and Hessian ``D = ∇²_V ℓ``, all from sympy;
-* GD ``W ← (1 − ηλ) W − (η/n) Xᵀ G`` for ``steps`` steps.
+* GD ``W ← (1 − ηλ) W − (η/n) Xᵀ G`` for ``steps`` steps and, with a bias,
+  ``b ← b − (η/n) Σ_i G_i`` (no ridge on ``b``, ``b⁰ = 0``).
 
 Examples
 --------
@@ -157,7 +159,7 @@ class Target(_Frozen):
 # --------------------------------------------------------------------------- network
 @dataclass(frozen=True)
 class Network(_Frozen):
-    """Two-layer network ``f(x) = Σ_j a_j σ(w_jᵀ x)`` with a trained first layer.
+    """Two-layer network ``f(x) = Σ_j a_j σ(w_jᵀ x + b_j)`` with a trained first layer.
 
     Parameters
     ----------
@@ -169,13 +171,21 @@ class Network(_Frozen):
     a : sequence of float, optional
         Fixed second-layer weights; default all ones (the single neuron is
         ``m = 1, a = (1,)``).
+    bias : bool, optional
+        Whether the first layer has a trained per-unit bias ``b ∈ R^m``
+        (started at ``b⁰ = 0``, updated by GD without ridge). Default False:
+        ``f(x) = Σ_j a_j σ(w_jᵀ x)``.
     """
 
     activation: str = "gelu"
     m: int = 1
     a: tuple[float, ...] | None = None
+    bias: bool = False
 
     def __post_init__(self) -> None:
+        if not isinstance(self.bias, (bool, np.bool_)):
+            raise ValueError(f"bias must be a bool (True or False), got {self.bias!r}")
+        object.__setattr__(self, "bias", bool(self.bias))
         m = check_integer("m", self.m, minimum=1)
         object.__setattr__(self, "m", m)
         a = (1.0,) * m if self.a is None else self.a
@@ -383,11 +393,13 @@ class Problem(_Frozen):
         Q0: Any = None,
         hold_zero: Sequence[int] = (),
         k: int | None = None,
+        bias: bool = False,
     ) -> Problem:
         """Build a problem from flat keywords (the CLI uses this).
 
         A warm start is chosen when ``M0`` is given; ``Q0`` then defaults to
-        ``q0 I_m``.
+        ``q0 I_m``. ``bias=True`` adds a trained per-unit bias to the first
+        layer (:class:`Network`).
         """
         if M0 is not None:
             init = Init.warm(M0, Q0 if Q0 is not None else q0 * np.eye(int(m)))
@@ -395,7 +407,7 @@ class Problem(_Frozen):
             init = Init.random(q0)
         return cls(
             target=Target(target, k=k),
-            network=Network(activation, m, None if a is None else tuple(a)),
+            network=Network(activation, m, None if a is None else tuple(a), bias=bias),
             loss=Loss(loss),
             training=Training(eta=eta, lam=lam, steps=steps, init=init, hold_zero=tuple(hold_zero)),
         )
@@ -405,9 +417,13 @@ class Problem(_Frozen):
         return Problem.build(**{**self.flat(), **changes})
 
     def flat(self) -> dict[str, Any]:
-        """The flat keywords of :meth:`build` that rebuild this problem."""
+        """The flat keywords of :meth:`build` that rebuild this problem.
+
+        ``bias`` is listed only when True, so that problems without a bias
+        keep the keys (and JSON) they had before the option existed.
+        """
         init = self.training.init
-        return {
+        flat = {
             "target": self.target.expr,
             "activation": self.network.activation,
             "m": self.m,
@@ -422,6 +438,9 @@ class Problem(_Frozen):
             "hold_zero": list(self.training.hold_zero),
             "k": self.k,
         }
+        if self.network.bias:
+            flat["bias"] = True
+        return flat
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready description (same keys as :meth:`build`)."""
@@ -514,7 +533,13 @@ class Problem(_Frozen):
         t = self.training
         init = f"q0={t.init.q0:g}" if t.init.kind == "random" else "warm"
         hz = f", hold_zero={list(t.hold_zero)}" if t.hold_zero else ""
+        bias = ", bias" if self.network.bias else ""
         return (
             f"y={self.target.expr}, σ={self.network.activation}, m={self.m}, loss={self.loss.name}, "
-            f"η={t.eta:g}, λ={t.lam:g}, T={t.steps}, {init}{hz}"
+            f"η={t.eta:g}, λ={t.lam:g}, T={t.steps}, {init}{hz}{bias}"
         )
+
+    @property
+    def bias(self) -> bool:
+        """Whether the first layer has a trained bias (``network.bias``)."""
+        return self.network.bias

@@ -16,7 +16,11 @@ Set-up, for each trial:
 * labels ``y_i = h(V*_i, ε_i)`` with ``ε_i ~ N(0, 1)``;
 * GD ``W ← (1 − ηλ) W − (η/n) Xᵀ G`` with ``G_i = g(y_i, Wᵀx_i)``; rows of
   ``W`` listed in ``training.hold_zero`` are set to zero at initialisation
-  and after every step (projected GD on the complement of those directions).
+  and after every step (projected GD on the complement of those directions);
+* with a trained bias (``Problem.build(..., bias=True)``) the pre-activations
+  are ``V_i = Wᵀx_i + b`` everywhere (training loss, gradient, Hessian, test
+  loss), ``b⁰ = 0`` and ``b ← b − (η/n) Σ_i G_i`` (no ridge, not affected by
+  ``hold_zero``).
 
 The GD step reads ``X`` once: :func:`blocked_pass` walks over row blocks
 small enough to stay in cache, computes ``V_b = X_b W``, the gradient
@@ -96,8 +100,9 @@ def blocked_pass(
     *,
     block_rows: int | None = None,
     V_out: np.ndarray | None = None,
+    shift: np.ndarray | None = None,
 ) -> np.ndarray:
-    """``Xᵀ G`` with ``G_b = rows(start, stop, X_b W)``, in one blocked pass over ``X``.
+    """``Xᵀ G`` with ``G_b = rows(start, stop, X_b W + shift)``, in one blocked pass over ``X``.
 
     Parameters
     ----------
@@ -111,7 +116,9 @@ def blocked_pass(
     block_rows : int, optional
         Rows per block; default :func:`default_block_rows`.
     V_out : ndarray, shape (n, m), optional
-        If given (C-contiguous, dtype ``X.dtype``), receives ``X W``.
+        If given (C-contiguous, dtype ``X.dtype``), receives ``X W + shift``.
+    shift : ndarray, shape (m,), optional
+        Added to every row of the pre-activations (the bias ``b``); default none.
 
     Returns
     -------
@@ -135,6 +142,8 @@ def blocked_pass(
         Xb = X[start:stop]
         Vb = Vbuf[start:stop] if V_out is not None else Vbuf[: stop - start]
         np.matmul(Xb, Wc, out=Vb)
+        if shift is not None:
+            Vb += shift
         Gb = np.asarray(rows(start, stop, Vb), dtype=X.dtype)
         np.matmul(Xb.T, Gb, out=tmp)
         acc += tmp
@@ -193,11 +202,12 @@ def gd_step(
     y: np.ndarray,
     W: np.ndarray,
     *,
+    b: np.ndarray | None = None,
     block_rows: int | None = None,
     rows: RowFunction | None = None,
     V_out: np.ndarray | None = None,
-) -> tuple[np.ndarray, np.ndarray]:
-    """One GD step ``W ← W − η ∇L(W)`` by a single blocked pass over ``X``.
+) -> tuple[np.ndarray, ...]:
+    """One GD step ``W ← W − η ∇_W L(W, b)`` (and ``b ← b − η ∂L/∂b``) by one blocked pass over ``X``.
 
     Parameters
     ----------
@@ -209,25 +219,56 @@ def gd_step(
         Labels.
     W : ndarray, shape (d, m)
         Current weights (float64).
+    b : ndarray, shape (m,), optional
+        Current bias; required when ``problem.bias`` is True and refused
+        otherwise.
     block_rows : int, optional
         Rows per block of :func:`blocked_pass`.
     rows : callable, optional
         A prebuilt :func:`make_grad_rows` (saves rebuilding it every step).
     V_out : ndarray, shape (n, m), optional
-        Receives the pre-activations ``X W`` at the current ``W``.
+        Receives the pre-activations ``X W + b`` at the current ``(W, b)``.
 
     Returns
     -------
     W_new : ndarray, shape (d, m)
         The weights after the step.
     grad : ndarray, shape (d, m)
-        ``∇L(W) = (1/n) Xᵀ G + λ W`` with ``hold_zero`` rows set to zero.
+        ``∇_W L = (1/n) Xᵀ G + λ W`` with ``hold_zero`` rows set to zero.
+    b_new : ndarray, shape (m,)
+        Only when ``b`` is given: the bias after the step.
+    grad_b : ndarray, shape (m,)
+        Only when ``b`` is given: ``∂L/∂b = (1/n) Σ_i G_i`` (no ridge).
+
+    Raises
+    ------
+    ValueError
+        If ``b`` is missing for a problem with a bias, given for one
+        without, or not of shape ``(m,)``.
     """
     n = X.shape[0]
     t = problem.training
+    if problem.bias and b is None:
+        raise ValueError("problem has bias=True: gd_step needs the current bias b (shape (m,))")
+    if b is not None and not problem.bias:
+        raise ValueError("b was given but the problem has bias=False")
     rows = make_grad_rows(problem, y) if rows is None else rows
+    gsum = None
+    shift = None
+    if b is not None:
+        shift = np.asarray(b, dtype=np.float64)
+        if shift.shape != (problem.m,):
+            raise ValueError(f"b must have shape (m,)=({problem.m},), got {shift.shape}")
+        gsum = np.zeros(problem.m)
+        inner = rows
+
+        def rows(start: int, stop: int, Vb: np.ndarray) -> np.ndarray:
+            Gb = np.asarray(inner(start, stop, Vb), dtype=np.float64)
+            gsum[:] += Gb.sum(axis=0)
+            return Gb
+
     with np.errstate(over="ignore", invalid="ignore", divide="ignore", under="ignore"):
-        grad = blocked_pass(X, W, rows, block_rows=block_rows, V_out=V_out)
+        grad = blocked_pass(X, W, rows, block_rows=block_rows, V_out=V_out, shift=shift)
         grad /= n
         if t.lam:
             grad += t.lam * W
@@ -237,10 +278,28 @@ def gd_step(
     W_new = W - t.eta * grad
     if hz:
         W_new[hz] = 0.0
-    return W_new, grad
+    if gsum is None:
+        return W_new, grad
+    grad_b = gsum / n
+    return W_new, grad, shift - t.eta * grad_b, grad_b
 
 
 # --------------------------------------------------------------------------- Hessian
+def _preactivations(problem: Problem, X: np.ndarray, W: np.ndarray, b: np.ndarray | None) -> np.ndarray:
+    """``X W (+ b)`` in float64 (products in ``X.dtype``); ``b`` is required iff ``problem.bias``."""
+    if problem.bias and b is None:
+        raise ValueError("problem has bias=True: the Hessian needs the current bias b (shape (m,))")
+    if b is not None and not problem.bias:
+        raise ValueError("b was given but the problem has bias=False")
+    V = np.asarray(X @ np.asarray(W, dtype=X.dtype), dtype=np.float64)
+    if b is not None:
+        b = np.asarray(b, dtype=np.float64)
+        if b.shape != (problem.m,):
+            raise ValueError(f"b must have shape (m,)=({problem.m},), got {b.shape}")
+        V += b
+    return V
+
+
 def _hess_rows(problem: Problem, y: np.ndarray, V: np.ndarray) -> RowFunction:
     """Row function ``U_b -> D_b U_b`` (per-sample ``D_i = ∇²_V ℓ``)."""
     with np.errstate(over="ignore", invalid="ignore"):
@@ -265,16 +324,20 @@ def hessian_operator(
     y: np.ndarray,
     W: np.ndarray,
     *,
+    b: np.ndarray | None = None,
     block_rows: int | None = None,
 ) -> spla.LinearOperator:
-    """Matrix-free ``∇²L(W)`` on ``Δ ∈ R^{d×m}`` flattened row-major (index ``i·m + j``).
+    """Matrix-free ``∇²_W L(W, b)`` on ``Δ ∈ R^{d×m}`` flattened row-major (index ``i·m + j``).
 
     ``H[Δ] = (1/n) Σ_i x_i (D_i Δᵀ x_i)ᵀ + λΔ`` (``THEORY.md`` §3), each
-    product one :func:`blocked_pass` over ``X``.
+    product one :func:`blocked_pass` over ``X``. ``D_i`` is evaluated at
+    ``V_i = Wᵀx_i + b`` (``b``, shape ``(m,)``, the bias: required when
+    ``problem.bias`` and refused otherwise); the Hessian is the ``W`` block
+    only: the rows and columns of the bias are not included.
     """
     n, d = X.shape
     m = problem.m
-    V = np.asarray(X @ np.asarray(W, dtype=X.dtype), dtype=np.float64)
+    V = _preactivations(problem, X, W, b)
     rows = _hess_rows(problem, y, V)
     lam = problem.training.lam
 
@@ -294,9 +357,13 @@ def dense_hessian_matrix(
     y: np.ndarray,
     W: np.ndarray,
     *,
+    b: np.ndarray | None = None,
     block_rows: int | None = None,
 ) -> np.ndarray:
     """The dense ``(d·m) × (d·m)`` Hessian (same flattening as :func:`hessian_operator`).
+
+    With a bias ``b`` (required when ``problem.bias``, refused otherwise),
+    ``∇²_W L`` at ``(W, b)`` (the bias block is not included).
 
     Raises
     ------
@@ -310,7 +377,7 @@ def dense_hessian_matrix(
             f"dense Hessian needs d*m <= {DENSE_HESSIAN_LIMIT}, got d*m={d * m}; "
             "use the Lanczos path (dense_hessian=False, full_spectrum=False)"
         )
-    V = np.asarray(X @ np.asarray(W, dtype=X.dtype), dtype=np.float64)
+    V = _preactivations(problem, X, W, b)
     with np.errstate(over="ignore", invalid="ignore"):
         D = problem.hess(y, V)
     H = np.zeros((d, m, d, m))
@@ -352,18 +419,22 @@ class SimulationResult(ResultBase):
         ``W_tᵀW_t``; with ``gram="full"`` the two-time Gram ``W_tᵀW_s``
         (axes ``t, s, :, :``).
     train_loss : ndarray, shape (trials, R)
-        ``(1/n) Σ_i ℓ(y_i, W_tᵀx_i)`` (no ridge term).
+        ``(1/n) Σ_i ℓ(y_i, W_tᵀx_i + b_t)`` (no ridge term).
     test_loss, test_loss_stderr : ndarray, shape (trials, R)
         Mean of ``ℓ`` on ``n_test`` fresh samples and its standard error.
     grad_norm : ndarray, shape (trials, R)
-        ``‖∇L(W_t)‖_F`` (ridge included; ``hold_zero`` rows excluded, i.e.
+        ``‖∇_W L(W_t, b_t)‖_F`` (bias gradient not included; ridge included; ``hold_zero`` rows excluded, i.e.
         the norm of the step direction actually taken).
     cosine : ndarray, shape (trials, R)
         Largest principal cosine between ``span(W_t)`` and ``span(Θ*)``.
     cosine_per_direction : ndarray, shape (trials, R, k)
         ``‖P_{span W_t} θ*_i‖`` for each target direction ``i``.
+    bias : ndarray, shape (trials, R, m)
+        The trained bias ``b_t`` (all zeros, always present, when the problem
+        has ``bias=False``).
     hessian : dict
-        Empty unless ``hessian_at`` was given. Keys: ``steps`` (H,),
+        Empty unless ``hessian_at`` was given. Eigenpairs of ``∇²_W L`` at
+        ``(W_t, b_t)``: the bias block of the Hessian is not included. Keys: ``steps`` (H,),
         ``method`` ("lanczos" or "dense"), ``hard`` (the hard rows),
         ``low``/``high`` (trials, H, n_eigs): smallest/largest eigenvalues,
         each ascending; ``low_overlap_hard``/``high_overlap_hard``: squared
@@ -386,6 +457,7 @@ class SimulationResult(ResultBase):
     grad_norm: np.ndarray
     cosine: np.ndarray
     cosine_per_direction: np.ndarray
+    bias: np.ndarray
     hessian: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -539,12 +611,13 @@ def _hessian_eigs(
     W: np.ndarray,
     opts: _Options,
     rng: np.random.Generator,
+    b: np.ndarray | None = None,
 ) -> dict[str, Any]:
     d, m, k = X.shape[1], problem.m, problem.k
     ne = opts.n_eigs
     info: dict[str, Any] = {}
     if opts.dense_hessian or opts.full_spectrum:
-        H = dense_hessian_matrix(problem, X, y, W, block_rows=opts.block_rows)
+        H = dense_hessian_matrix(problem, X, y, W, b=b, block_rows=opts.block_rows)
         w, U = scipy.linalg.eigh(H)
         low_w, low_v = w[:ne], U[:, :ne]
         high_w, high_v = w[-ne:], U[:, -ne:]
@@ -552,7 +625,7 @@ def _hessian_eigs(
             info["spectrum"] = w
         info["converged"] = True
     else:
-        op = hessian_operator(problem, X, y, W, block_rows=opts.block_rows)
+        op = hessian_operator(problem, X, y, W, b=b, block_rows=opts.block_rows)
         v0 = rng.standard_normal(d * m)
         converged = True
         out = []
@@ -626,6 +699,7 @@ def _run_trial(
         "grad_norm": np.full(Rn, np.nan),
         "cosine": np.full(Rn, np.nan),
         "cosine_per_direction": np.full((Rn, k), np.nan),
+        "bias": np.full((Rn, m), np.nan),
     }
     history = np.full((Rn, d, m), np.nan) if opts.gram == "full" else None
     H = len(opts.hessian_at)
@@ -643,9 +717,15 @@ def _run_trial(
     status, message = Status.SUCCESS, ""
     rows = make_grad_rows(problem, y)
     V = np.empty((n, m), dtype=dtype)
+    b = np.zeros(m) if problem.bias else None
+    b_new = None
     with blas_threads(opts.blas_threads):
         for t in range(T + 1):
-            W_new, grad = gd_step(problem, X, y, W, block_rows=opts.block_rows, rows=rows, V_out=V)
+            if b is None:
+                W_new, grad = gd_step(problem, X, y, W, block_rows=opts.block_rows, rows=rows, V_out=V)
+            else:
+                W_new, grad, b_new, _ = gd_step(problem, X, y, W, b=b, block_rows=opts.block_rows,
+                                                rows=rows, V_out=V)
             i = rec_index.get(t)
             if i is not None:
                 with np.errstate(over="ignore", invalid="ignore"):
@@ -655,8 +735,11 @@ def _run_trial(
                     out["overlaps"][i] = M
                     out["gram"][i] = G
                     out["train_loss"][i] = float(np.mean(problem.loss_value(y, Vf)))
+                    out["bias"][i] = 0.0 if b is None else b
                     Vt = zt @ M + xit @ _psd_factor(W[k:].T @ W[k:]).T if np.all(np.isfinite(W)) \
                         else np.full((opts.n_test, m), np.nan)
+                    if b is not None:
+                        Vt = Vt + b
                     lt = problem.loss_value(yt, Vt)
                     out["test_loss"][i] = float(np.mean(lt))
                     out["test_loss_stderr"][i] = float(np.std(lt, ddof=1) / math.sqrt(opts.n_test))
@@ -666,7 +749,7 @@ def _run_trial(
                 if history is not None:
                     history[i] = W
                 finite = all(np.all(np.isfinite(out[key][i])) for key in
-                             ("overlaps", "gram", "train_loss", "grad_norm", "cosine"))
+                             ("overlaps", "gram", "train_loss", "grad_norm", "cosine", "bias"))
                 if not finite:
                     status = Status.NONFINITE
                     message = f"non-finite values at step {t}"
@@ -674,10 +757,12 @@ def _run_trial(
             j = hess_index.get(t)
             if j is not None:
                 with np.errstate(over="ignore", invalid="ignore"):
-                    info = _hessian_eigs(problem, X, y, W, opts, rng_hess)
+                    info = _hessian_eigs(problem, X, y, W, opts, rng_hess, b)
                 for key, val in info.items():
                     hess[key][j] = val
             W = W_new
+            if b is not None:
+                b = b_new
             if progress is not None:
                 progress.update(1)
     if H and not np.all(hess["converged"]) and status.ok:
@@ -701,7 +786,7 @@ def _assemble(
 ) -> SimulationResult:
     """Stack per-trial outputs into a :class:`SimulationResult`."""
     names = ("overlaps", "gram", "train_loss", "test_loss", "test_loss_stderr", "grad_norm",
-             "cosine", "cosine_per_direction")
+             "cosine", "cosine_per_direction", "bias")
     arrays = {name: np.stack([t[name] for t in trials]) for name in names}
     hessian: dict[str, Any] = {}
     if trials[0]["hessian"]:
@@ -864,7 +949,8 @@ def simulate(
     ----------
     problem : Problem
         Target, network, loss and GD schedule (``η``, ``λ``, ``T``, init,
-        ``hold_zero``).
+        ``hold_zero``); with ``problem.bias`` the bias ``b`` (``b⁰ = 0``) is
+        trained too and recorded in ``SimulationResult.bias``.
     d : int
         Input dimension, ``d >= k + m``.
     delta : float
@@ -887,7 +973,8 @@ def simulate(
         and ``W_tᵀW_t``), so no ``n_test × d`` matrix is formed; the same
         standard-normal draws are reused at every step.
     hessian_at : iterable of int
-        Steps ``t`` at which to compute extreme eigenpairs of ``∇²L(W_t)``.
+        Steps ``t`` at which to compute extreme eigenpairs of ``∇²L(W_t)``
+        (with a bias: ``∇²_W L`` at ``(W_t, b_t)``, the bias block excluded).
     n_eigs : int
         Number of smallest and of largest eigenpairs.
     dense_hessian : bool

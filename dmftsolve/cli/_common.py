@@ -67,13 +67,16 @@ def add_problem_arguments(parser: argparse.ArgumentParser, **defaults: Any) -> N
                    help="warm start Gram of the part of W0 orthogonal to Θ* (m×m); default q0·I")
     g.add_argument("--hold-zero", type=_ints, default=[],
                    help="0-based target directions whose overlap is held at zero (restricted GD)")
+    g.add_argument("--bias", action="store_true",
+                   help="train a per-unit bias b (f = Σ_j a_j σ(w_jᵀx + b_j), b0 = 0, no ridge on b)")
 
 
 def problem_from_args(args: argparse.Namespace) -> Problem:
+    """The :class:`~dmftsolve.problem.Problem` described by the options of :func:`add_problem_arguments`."""
     return Problem.build(
         target=args.target, activation=args.activation, m=args.m, a=args.a, loss=args.loss,
         eta=args.eta, lam=args.lam, steps=args.steps, q0=args.q0, M0=args.M0, Q0=args.Q0,
-        hold_zero=args.hold_zero, k=args.k,
+        hold_zero=args.hold_zero, k=args.k, bias=bool(getattr(args, "bias", False)),
     )
 
 

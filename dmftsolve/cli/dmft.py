@@ -75,6 +75,8 @@ def run(args: argparse.Namespace) -> int:
         "cosine": res.cosine, "cosine_err": res.cosine_err,
         "Q": res.Q, "Gamma": res.Gamma, "R": res.R, "Cg": res.Cg,
     }
+    if problem.bias:
+        payload |= {"b": res.b, "b_err": res.b_err}
 
     def table() -> str:
         rows_t = np.unique(np.linspace(0, T, min(args.rows, T + 1)).round().astype(int))
@@ -86,10 +88,13 @@ def run(args: argparse.Namespace) -> int:
             rows.append([int(t), f"{res.train_loss[t]:.4g} ± {res.train_loss_err[t]:.2g}",
                          f"{res.test_loss[t]:.4g} ± {res.test_loss_err[t]:.2g}",
                          f"{res.cosine[t]:.4f} ± {res.cosine_err[t]:.2g}", qs])
+            if problem.bias:
+                rows[-1].append(", ".join(f"{v:.4g}" for v in res.b[t]))
         head = (f"DMFT {problem.describe()}, δ={args.delta:g}, N={res.settings['n_paths']}, "
                 f"method={args.method}, seed={res.settings['seed']}: {res.status.value}"
                 f"{' (' + res.message + ')' if res.message else ''}, {res.elapsed:.2f}s\n")
-        return head + format_table(["t", "train loss", "test loss", "cosine", "Q(t,t)"], rows)
+        headers = ["t", "train loss", "test loss", "cosine", "Q(t,t)"] + (["b"] if problem.bias else [])
+        return head + format_table(headers, rows)
 
     emit(args, payload, table)
     return 0 if res.ok else 1

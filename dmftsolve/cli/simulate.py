@@ -209,6 +209,8 @@ def run(args: argparse.Namespace) -> int:
             "final_cosine": r.cosine[:, -1], "success": r.success(args.success_threshold),
             "hessian": r.hessian,
         })
+        if problem.bias:
+            trajectories[-1] |= {"bias_mean": r.mean("bias"), "bias_stderr": r.stderr("bias")}
     payload = {"command": "simulate", "workers": workers, "summary": result.to_dict(runs=False),
                "runs": trajectories}
 

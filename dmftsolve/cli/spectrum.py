@@ -64,8 +64,9 @@ def run(args: argparse.Namespace) -> int:
     lam = prob.training.lam
     bulk = bulk_spectrum(s["D"], args.delta, lam=lam, npoints=args.points, throw=False)
     hard_out = outliers(s["D"], s["Vstar"][:, list(hard)], args.delta, lam=lam, throw=False)
-    learned = training_outliers(s["D"], s["Vstar"], s["V"], res.M[args.t], res.Q[args.t, args.t],
-                                args.delta, hard=hard, lam=lam, throw=False)
+    # the learned coordinates are W_tᵀx: remove the (trained) bias from the pre-activations
+    learned = training_outliers(s["D"], s["Vstar"], s["V"] - res.b[args.t], res.M[args.t],
+                                res.Q[args.t, args.t], args.delta, hard=hard, lam=lam, throw=False)
     payload = {"problem": prob.to_dict(), "delta": args.delta, "t": args.t, "hard": list(hard),
                "bulk": bulk.to_dict(), "outliers": hard_out.to_dict()
                | {"outliers": [o.to_dict() for o in hard_out.outliers]},
