@@ -343,7 +343,7 @@ _ERR_FIELDS = (("train_loss", "train_loss_err"), ("test_loss", "test_loss_err"),
 def _replicate_errors(res: DMFTResult, problem: Problem, delta: float, *, N: int, B: int,
                       seed: int, T: int, test: dict[str, np.ndarray], method: str,
                       antithetic: bool, null_rtol: float, test_loss: str,
-                      stein_regression: bool) -> None:
+                      stein_regression: bool, reflect: tuple[int, ...] = ()) -> None:
     """Replace the ``*_err`` arrays of ``res`` by replicate standard errors (in place).
 
     Replicates evaluate the test loss on the same test sample (``test``)."""
@@ -351,7 +351,8 @@ def _replicate_errors(res: DMFTResult, problem: Problem, delta: float, *, N: int
     reps = []
     for child in children:
         r = solve_dmft(problem, delta, n_paths=max(N // B, 8), seed=int(child.generate_state(1)[0]),
-                       steps=T, method=method, antithetic=antithetic, n_batches=2, throw=False,
+                       steps=T, method=method, antithetic=antithetic, reflect=reflect, n_batches=2,
+                       throw=False,
                        null_rtol=null_rtol, test_loss="mc",
                        stein_regression=stein_regression, errors="batch", _test=test)
         if r.ok:
@@ -384,6 +385,7 @@ def _solve_dmft(
     steps: int | None = None,
     method: Method = "stein",
     antithetic: bool = True,
+    reflect: tuple[int, ...] | list[int] = (),
     n_batches: int = 20,
     keep_samples_at: tuple[int, ...] | list[int] = (),
     throw: bool = True,
@@ -418,6 +420,14 @@ def _solve_dmft(
         memory and is the reference.
     antithetic : bool
         Pair every path with its mirror ``ζ → −ζ``.
+    reflect : sequence of int
+        Target directions ``j`` (columns of ``V*``) to pair by reflection:
+        every path is repeated with ``V*_j → −V*_j`` (same innovations and
+        noise). Unbiased for any target (``V*`` is symmetric); for a target
+        even in ``z_j`` it makes ``E[V*_j g]`` vanish exactly while
+        ``M_j = 0``, so a small warm-start overlap ``M0`` along ``j`` (the
+        ``1/√d`` overlap of a finite-d random start) is not swamped by the
+        ``N^{-1/2}`` Monte Carlo noise that otherwise seeds that direction.
     n_batches : int
         Batches for the batch-means standard errors (``>= 2``).
     keep_samples_at : sequence of int
@@ -475,7 +485,10 @@ def _solve_dmft(
         raise ValueError(f"n_batches must be >= 2, got {n_batches!r}")
     if int(n_paths) < 2 * B:
         raise ValueError(f"n_paths must be at least 2*n_batches={2 * B}, got {n_paths!r}")
-    unit = 2 * B if antithetic else B
+    reflect = tuple(sorted({int(j) for j in reflect}))
+    if any(j < 0 or j >= problem.k for j in reflect):
+        raise ValueError(f"reflect must hold target directions in [0, {problem.k}), got {reflect!r}")
+    unit = B * (2 if antithetic else 1) * (2 if reflect else 1)
     N = int(math.ceil(int(n_paths) / unit) * unit)
     nb = N // B
     keep = sorted({int(t) for t in keep_samples_at})
@@ -502,26 +515,37 @@ def _solve_dmft(
     settings = {
         "problem": problem.to_dict(), "delta": delta, "n_paths": N, "n_paths_requested": int(n_paths),
         "seed": seed, "steps": T, "method": method, "antithetic": bool(antithetic),
+        "reflect": list(reflect),
         "n_batches": B, "keep_samples_at": keep, "null_rtol": null_rtol, "test_loss": test_loss,
         "stein_regression": bool(stein_regression), "errors": errors,
     }
 
     # ---------------------------------------------------------------- random inputs
+    n_base = nb // ((2 if antithetic else 1) * (2 if reflect else 1))
+
     def draw(rows: int) -> np.ndarray:
-        """Standard normals (rows, N), antithetic pairs inside each batch."""
-        if not antithetic:
-            return rng.standard_normal((rows, N))
-        h = rng.standard_normal((rows, B, nb // 2))
-        return np.concatenate([h, -h], axis=2).reshape(rows, N)
+        """Standard normals (rows, N): antithetic pairs inside each batch, and
+        the whole batch repeated for the reflected copies."""
+        h = rng.standard_normal((rows, B, n_base))
+        if antithetic:
+            h = np.concatenate([h, -h], axis=2)
+        if reflect:
+            h = np.concatenate([h, h], axis=2)
+        return h.reshape(rows, N)
 
-    def draw_shared(rows: int) -> np.ndarray:
-        """Normals shared by the two members of an antithetic pair (V*, ε)."""
-        if not antithetic:
-            return rng.standard_normal((rows, N))
-        h = rng.standard_normal((rows, B, nb // 2))
-        return np.concatenate([h, h], axis=2).reshape(rows, N)
+    def draw_shared(rows: int, flip: tuple[int, ...] = ()) -> np.ndarray:
+        """Normals shared by the two members of an antithetic pair (V*, ε); rows
+        ``flip`` change sign in the reflected copies."""
+        h = rng.standard_normal((rows, B, n_base))
+        if antithetic:
+            h = np.concatenate([h, h], axis=2)
+        if reflect:
+            sign = np.ones((rows, 1, 1))
+            sign[list(flip)] = -1.0
+            h = np.concatenate([h, sign * h], axis=2)
+        return h.reshape(rows, N)
 
-    Vstar = draw_shared(k)  # (k, N)
+    Vstar = draw_shared(k, reflect)  # (k, N)
     eps = draw_shared(1)[0] if problem.target.noisy else np.zeros(N)
     y = np.broadcast_to(np.asarray(problem.labels(Vstar.T, eps), dtype=float), (N,)).copy()
     if _test is None:
@@ -789,7 +813,7 @@ def _solve_dmft(
         _replicate_errors(res, problem, delta, N=N, B=B, seed=seed, T=T, method=method,
                           test={key: v[..., :n_test] for key, v in _test.items()},
                           antithetic=antithetic, null_rtol=null_rtol, test_loss=test_loss,
-                          stein_regression=stein_regression)
+                          stein_regression=stein_regression, reflect=reflect)
         res.elapsed = time.perf_counter() - t_start
     if throw and not res.ok:
         raise SolverError(f"DMFTResult {status.value}: {message}", res)
@@ -810,7 +834,7 @@ solve_dmft.__doc__ = (_solve_dmft.__doc__ or "") + """
         200 steps with 5000 paths).
 
     Keyword arguments are those of the solver above: ``n_paths``, ``seed``,
-    ``steps``, ``method``, ``antithetic``, ``n_batches``, ``keep_samples_at``,
+    ``steps``, ``method``, ``antithetic``, ``reflect``, ``n_batches``, ``keep_samples_at``,
     ``throw``, ``progress``, ``null_rtol``, ``test_loss``, ``stein_regression``,
     ``errors``.
 """
