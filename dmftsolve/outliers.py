@@ -542,9 +542,11 @@ def spike_coordinates(
         raise ValueError(f"Vstar and V must be (N, k) and (N, m) with the same N, got shapes "
                          f"{np.shape(Vstar)} and {np.shape(V)}")
     k, m = Vs.shape[1], Va.shape[1]
-    Ma = np.asarray(M, dtype=float).reshape(k, m) if np.size(M) == k * m else None
-    if Ma is None:
+    if np.size(M) != k * m:
         raise ValueError(f"M must have shape (k, m) = ({k}, {m}), got shape {np.shape(M)}")
+    Ma = np.asarray(M, dtype=float).reshape(k, m)
+    if not np.all(np.isfinite(Ma)):
+        raise ValueError(f"M must be finite, got {M!r}")
     Qa = np.atleast_2d(np.asarray(Q, dtype=float))
     if Qa.shape != (m, m) or not np.all(np.isfinite(Qa)):
         raise ValueError(f"Q must be a finite ({m}, {m}) matrix, got shape {np.shape(Q)}")
@@ -615,12 +617,11 @@ def training_outliers(
         raise ValueError(f"hard must hold indices in [0, {k}), got {tuple(hard)!r}")
     z = spike_coordinates(Vstar, V, M, Q)
     res = outliers(D, z, delta, side=side, **kwargs)
+    other = [j for j in range(k) if j not in hard_idx]
     for o in res.outliers:
-        w2 = np.sum(np.asarray(o.direction) ** 2, axis=1)  # per spike coordinate
-        w2 = w2 / w2.sum()
-        easy = [j for j in range(k) if j not in hard_idx]
+        w2 = np.sum(np.asarray(o.direction) ** 2, axis=1)  # per spike coordinate (unit direction)
         o.parts = {"hard": float(o.overlap2 * w2[hard_idx].sum()),
-                   "target": float(o.overlap2 * w2[easy].sum()),
+                   "target": float(o.overlap2 * w2[other].sum()),
                    "learned": float(o.overlap2 * w2[k:].sum())}
     res.settings["spike"] = {"k": k, "learned": int(z.shape[1] - k), "hard": hard_idx}
     return res

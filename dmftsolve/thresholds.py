@@ -490,7 +490,7 @@ def delta_nn(
     n_rep = 1 if times == ("tti",) else settings.replicates
     runs = [_search_once(problem, t, times, replace(settings, seed=settings.seed + j), split, progress)
             for j in range(n_rep)]
-    status, message, bracket, brackets, pred = runs[0]
+    status, message, bracket, brackets, _ = runs[0]
     evaluations = [
         {"seed": settings.seed + j, "delta": d, "t": tt,
          "has_outlier": hs.has_outlier(settings.criterion) if hs.ok else None,

@@ -316,16 +316,17 @@ def test_reflection_is_unbiased():
 
 
 def test_warm_start_overlap_growth_matches_simulation():
-    """Unrestricted GD from a warm start M0 = 0.1 on y = z² − 1 at δ = 8: the DMFT overlap M_t
-    (paired paths) against the simulator's mean over 3 trials at d = 2000 (warm start of the
-    same M0, Q0), tolerance 1/√d plus 3 standard errors of each."""
+    """Unrestricted GD from a warm start M0 = 0.2 on y = z² − 1 at δ = 8, 12 steps: the DMFT
+    overlap M_t (paired paths) against the simulator's mean over 4 trials at d = 2000 (warm
+    start of the same M0, Q0), tolerance 1/√d plus 3 standard errors of each (at most 0.2,
+    while M_t grows from 0.2 to about 0.86; measured gap ≤ 0.013)."""
     from dmftsolve.simulator import simulate
 
-    p = CENTRED.replace(M0=[[0.1]], Q0=[[0.99]])
+    p = CENTRED.replace(M0=[[0.2]], Q0=[[0.96]], steps=12)
     d = 2000
     r = solve_dmft(p, 8.0, n_paths=40_000, seed=4, reflect=(0,))
-    sim = simulate(p, d=d, delta=8.0, seed=4, trials=3, dtype=np.float32)
+    sim = simulate(p, d=d, delta=8.0, seed=4, trials=4, dtype=np.float32)
     M = sim.overlaps[:, :, 0, 0]
     mean, se = M.mean(axis=0), M.std(axis=0, ddof=1) / math.sqrt(M.shape[0])
-    assert r.M[-1, 0, 0] > 2 * r.M[0, 0, 0]  # the overlap grows: the test sees the instability
+    assert r.M[-1, 0, 0] > 3 * r.M[0, 0, 0]  # the overlap grows: the test sees the instability
     assert np.all(np.abs(r.M[:, 0, 0] - mean) <= 1 / math.sqrt(d) + 3 * (r.M_err[:, 0, 0] + se))
