@@ -17,7 +17,7 @@ import sys
 import time
 
 from dmftsolve import Problem
-from dmftsolve.dmft import solve_dmft
+from dmftsolve.dynamics.dmft import solve_dmft
 
 
 def problem(steps: int) -> Problem:
@@ -35,7 +35,7 @@ def rss_run(steps: int, errors: str) -> dict:
     code = (
         "import resource, time, json\n"
         "from dmftsolve import Problem\n"
-        "from dmftsolve.dmft import solve_dmft\n"
+        "from dmftsolve.dynamics.dmft import solve_dmft\n"
         f"p = Problem.build(target='z**2', activation='gelu', eta=0.2, steps={steps}, hold_zero=(0,))\n"
         "t0 = time.perf_counter()\n"
         f"r = solve_dmft(p, 4.0, n_paths=100_000, seed=0, errors='{errors}')\n"

@@ -1,6 +1,6 @@
 """Benchmark the simulator's GD step and its Hessian eigensolver.
 
-1. One GD step (:func:`dmftsolve.simulator.gd_step`, a single blocked pass
+1. One GD step (:func:`dmftsolve.simulation.simulator.gd_step`, a single blocked pass
    over ``X``) at ``d = 4000``, ``δ = 6``, ``m = 1``, as a ratio to the two
    bare BLAS matrix-vector products ``X @ w`` and ``X.T @ g`` on the same
    ``X``, timed in the same process (best of several repeats), in float64
@@ -27,7 +27,7 @@ import scipy.linalg
 import scipy.sparse.linalg as spla
 
 from dmftsolve import Problem
-from dmftsolve.simulator import (
+from dmftsolve.simulation.simulator import (
     blas_threads,
     default_block_rows,
     dense_hessian_matrix,

@@ -3,7 +3,7 @@
 1. Runs ``dmftsolve threshold`` as a subprocess (GeLU neuron on ``y = z²``,
    η = 0.5, ``--t 20``, 4000 paths, bracket 2..40, grid 6, xtol 0.5) and times
    it end to end (interpreter start-up, imports and the search included).
-2. Times single simulator runs (:func:`dmftsolve.simulator.simulate`, one
+2. Times single simulator runs (:func:`dmftsolve.simulation.simulator.simulate`, one
    trial, float32 data, one BLAS thread, unrestricted GD, same problem) at
    ``d = 500, 1000, 2000`` and ``δ = 10``, each for a few hundred steps, and
    scales them to a full run: time ∝ steps × δ (the step reads ``X`` once,
@@ -36,7 +36,7 @@ import time
 import numpy as np
 
 from dmftsolve import Problem
-from dmftsolve.simulator import simulate
+from dmftsolve.simulation.simulator import simulate
 
 CLI = ["threshold", "--activation", "gelu", "--eta", "0.5", "--t", "20", "--paths", "4000",
        "--bracket", "2,40", "--grid", "6", "--xtol", "0.5", "--replicates", "1", "--json", "--no-progress"]

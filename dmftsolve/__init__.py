@@ -1,29 +1,34 @@
 """dmftsolve: DMFT, Hessian spectra and feature-learning thresholds for GD on two-layer networks.
 
-The problem object is imported eagerly; solvers live in their own modules
-(``dmftsolve.dmft``, ``dmftsolve.simulator``, ``dmftsolve.spectrum``,
-``dmftsolve.outliers``, ``dmftsolve.thresholds``, ``dmftsolve.alg_threshold``)
-and are re-exported here lazily, so ``import dmftsolve`` stays fast.
+The problem object is imported eagerly. The solvers live in four sub-packages
+along the flow of data, and their public names are re-exported here lazily,
+so ``import dmftsolve`` stays fast:
+
+* :mod:`dmftsolve.dynamics` — the DMFT of GD and its fixed point;
+* :mod:`dmftsolve.hessian` — bulk spectrum and outliers of the Hessian;
+* :mod:`dmftsolve.thresholds` — easy/hard directions, ``δ_alg`` and ``δ_NN``;
+* :mod:`dmftsolve.simulation` — the finite-d GD simulator and sweeps.
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
-
+from dmftsolve._lazy import lazy_getattr
 from dmftsolve.problem import Init, Loss, Network, Problem, Target, Training, check_delta
 from dmftsolve.results import SolverError, Status
 
 _LAZY = {
-    "solve_dmft": "dmftsolve.dmft",
-    "simulate": "dmftsolve.simulator",
-    "sweep": "dmftsolve.sweep",
-    "alg_threshold": "dmftsolve.alg_threshold",
-    "bulk_spectrum": "dmftsolve.spectrum",
-    "outliers": "dmftsolve.outliers",
-    "split_directions": "dmftsolve.directions",
-    "delta_nn": "dmftsolve.thresholds",
-    "solve_fixed_point": "dmftsolve.fixed_point",
+    "solve_dmft": "dmftsolve.dynamics.dmft",
+    "simulate": "dmftsolve.simulation.simulator",
+    "sweep": "dmftsolve.simulation.sweeps",
+    "alg_threshold": "dmftsolve.thresholds.weak_recovery",
+    "bulk_spectrum": "dmftsolve.hessian.spectrum",
+    "outliers": "dmftsolve.hessian.outlier_equation",
+    "split_directions": "dmftsolve.thresholds.directions",
+    "delta_nn": "dmftsolve.thresholds.hessian_threshold",
+    "ThresholdSettings": "dmftsolve.thresholds.hessian_threshold",
+    "restricted": "dmftsolve.thresholds.hessian_threshold",
+    "training_outliers": "dmftsolve.hessian.outlier_equation",
+    "solve_fixed_point": "dmftsolve.dynamics.fixed_point",
     "population_loss": "dmftsolve.population",
     "expect": "dmftsolve.gaussian",
 }
@@ -34,8 +39,4 @@ __all__ = [
 ]
 __version__ = "0.1.0"
 
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'dmftsolve' has no attribute {name!r}")
+__getattr__ = lazy_getattr(__name__, _LAZY)

@@ -1,4 +1,4 @@
-"""Tests of dmftsolve.alg_threshold.
+"""Tests of dmftsolve.thresholds.weak_recovery.
 
 Reference values, with their origin:
 
@@ -32,9 +32,9 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from dmftsolve import Problem, Target
-from dmftsolve.alg_threshold import AlgThreshold, alg_threshold
 from dmftsolve.cli import main
 from dmftsolve.results import SolverError, Status
+from dmftsolve.thresholds.weak_recovery import AlgThreshold, alg_threshold
 
 # mpmath (dps 12) nested quadrature, reproduced by the slow tests below
 REF_Z2_NOISE05 = 0.541644174764      # 1/E_y[(E[z²|y]−1)²] for y = z² + 0.5 ε

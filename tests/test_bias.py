@@ -15,10 +15,10 @@ from scipy.special import erf
 
 from dmftsolve import Problem
 from dmftsolve.cli._common import add_problem_arguments, problem_from_args
-from dmftsolve.dmft import solve_dmft
-from dmftsolve.fixed_point import solve_fixed_point
+from dmftsolve.dynamics.dmft import solve_dmft
+from dmftsolve.dynamics.fixed_point import solve_fixed_point
 from dmftsolve.population import population_loss
-from dmftsolve.simulator import _child, _seed_sequence, dense_hessian_matrix, gd_step, simulate
+from dmftsolve.simulation.simulator import _child, _seed_sequence, dense_hessian_matrix, gd_step, simulate
 
 
 # ----------------------------------------------------------------------------- reference GD

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from dmftsolve.directions import split_directions
+from dmftsolve.thresholds.directions import split_directions
 
 # Expected splits follow from symmetry (a direction is hard when y is invariant
 # under its sign flip given the others) or from an explicit non-zero moment

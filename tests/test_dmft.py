@@ -1,11 +1,11 @@
-"""Tests of the discrete-time DMFT solver (``dmftsolve.dmft``).
+"""Tests of the discrete-time DMFT solver (``dmftsolve.dynamics.dmft``).
 
 References used here:
 * the exact large-d limit of GD when σ is linear and the loss square
   (GD is then linear in W; its limit is an integral over the Marchenko–Pastur
   law of XᵀX/n, computed with scipy quad);
 * the two response estimators (Stein vs pathwise) against each other;
-* the finite-d simulator ``dmftsolve.simulator.simulate`` (tolerance C/√d plus
+* the finite-d simulator ``dmftsolve.simulation.simulator.simulate`` (tolerance C/√d plus
   the reported Monte Carlo errors).
 """
 
@@ -18,7 +18,7 @@ import pytest
 from scipy import integrate
 
 from dmftsolve import Problem, SolverError
-from dmftsolve.dmft import DMFTResult, largest_cosine, solve_dmft
+from dmftsolve.dynamics.dmft import DMFTResult, largest_cosine, solve_dmft
 
 GELU = Problem.build(target="z**2", activation="gelu", eta=0.5, steps=8, q0=1.0, hold_zero=(0,))
 
@@ -219,7 +219,7 @@ def test_error_scales_as_inverse_sqrt_paths():
 
 # --------------------------------------------------------------------------- simulator
 def test_theory_vs_simulation():
-    from dmftsolve.simulator import simulate
+    from dmftsolve.simulation.simulator import simulate
 
     d = 1000
     r = solve_dmft(GELU, 4.0, n_paths=100_000, seed=9)
@@ -320,7 +320,7 @@ def test_warm_start_overlap_growth_matches_simulation():
     overlap M_t (paired paths) against the simulator's mean over 4 trials at d = 2000 (warm
     start of the same M0, Q0), tolerance 1/√d plus 3 standard errors of each (at most 0.2,
     while M_t grows from 0.2 to about 0.86; measured gap ≤ 0.013)."""
-    from dmftsolve.simulator import simulate
+    from dmftsolve.simulation.simulator import simulate
 
     p = CENTRED.replace(M0=[[0.2]], Q0=[[0.96]], steps=12)
     d = 2000

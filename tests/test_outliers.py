@@ -12,9 +12,9 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from numpy.polynomial.hermite_e import hermegauss
 
-from dmftsolve.outliers import outlier_matrix, outliers, spike_coordinates, training_outliers
+from dmftsolve.hessian.outlier_equation import outlier_matrix, outliers, spike_coordinates, training_outliers
+from dmftsolve.hessian.spectrum import stieltjes_trace
 from dmftsolve.results import SolverError, Status
-from dmftsolve.spectrum import stieltjes_trace
 
 
 def gauss_hermite(n: int) -> tuple[np.ndarray, np.ndarray]:

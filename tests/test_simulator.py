@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dmftsolve import Problem, SolverError, Status
-from dmftsolve.simulator import (
+from dmftsolve.simulation.simulator import (
     DENSE_HESSIAN_LIMIT,
     _grad_function,
     _seed_sequence,

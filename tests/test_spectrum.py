@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from numpy.polynomial.hermite_e import hermegauss
 from scipy.integrate import trapezoid
 
-from dmftsolve.spectrum import (
+from dmftsolve.hessian.spectrum import (
     atoms,
     bulk_spectrum,
     density,

@@ -18,10 +18,10 @@ import pytest
 from threadpoolctl import threadpool_limits
 
 from dmftsolve import Problem
-from dmftsolve.directions import split_directions
-from dmftsolve.dmft import solve_dmft
-from dmftsolve.outliers import outliers
-from dmftsolve.simulator import simulate
+from dmftsolve.dynamics.dmft import solve_dmft
+from dmftsolve.hessian.outlier_equation import outliers
+from dmftsolve.simulation.simulator import simulate
+from dmftsolve.thresholds.directions import split_directions
 
 _SCRIPT = Path(__file__).resolve().parents[1] / "validation" / "spectrum_vs_simulation.py"
 _spec = importlib.util.spec_from_file_location("spectrum_vs_simulation", _SCRIPT)

@@ -11,8 +11,8 @@ import pytest
 
 from dmftsolve import Problem, SolverError, Status
 from dmftsolve.cli import main
-from dmftsolve.simulator import simulate
-from dmftsolve.sweep import SweepResult, sweep
+from dmftsolve.simulation.simulator import simulate
+from dmftsolve.simulation.sweeps import SweepResult, sweep
 
 P = Problem.build(target="z**2", activation="gelu", eta=0.2, steps=15)
 KW = {"d": 30, "deltas": [2.0, 5.0], "trials": 3, "seed": 9, "progress": False}

@@ -10,10 +10,10 @@ from scipy.optimize import brentq, minimize_scalar
 
 from dmftsolve import Problem, SolverError
 from dmftsolve.cli import main
-from dmftsolve.fixed_point import FixedPointSettings, solve_fixed_point
+from dmftsolve.dynamics.fixed_point import FixedPointSettings, solve_fixed_point
 from dmftsolve.gaussian import gauss_hermite_rule
-from dmftsolve.simulator import simulate
-from dmftsolve.thresholds import ThresholdSettings, delta_nn, restricted
+from dmftsolve.simulation.simulator import simulate
+from dmftsolve.thresholds.hessian_threshold import ThresholdSettings, delta_nn, restricted
 
 
 def _bbp_reference_t0() -> float:
@@ -81,7 +81,7 @@ def test_replicates_give_mean_and_standard_error_of_independent_searches() -> No
 
 
 def test_long_time_rule_on_replicate_means() -> None:
-    from dmftsolve.thresholds import _combine_replicates
+    from dmftsolve.thresholds.hessian_threshold import _combine_replicates
 
     s = ThresholdSettings(xtol=0.1, time_rtol=0.0)
 

@@ -25,7 +25,7 @@ Variants (GeLU, η = 0.5, 1000 steps unless said; success = final |cos(w, θ*)| 
   V4–V7 whose d = 500 δ_50 is at least 1 below V0's (at most three, best first).
 
 V0–V4, V7 and the quad variants without trained a/b use the library simulator
-(``dmftsolve.simulator.simulate``, float32 data, one BLAS thread). V5/V6 need parameters the
+(``dmftsolve.simulation.simulator.simulate``, float32 data, one BLAS thread). V5/V6 need parameters the
 library cannot express; they use :func:`custom_trial`, a vectorised full-batch GD built on the
 library's one-pass kernel ``blocked_pass``, drawing data, initialisation and test set from the
 same seed streams as the library. It is first checked against the library on the baseline
@@ -80,7 +80,7 @@ from threadpoolctl import threadpool_limits
 
 from dmftsolve import Problem
 from dmftsolve.results import jsonable
-from dmftsolve.simulator import blocked_pass, default_block_rows, simulate
+from dmftsolve.simulation.simulator import blocked_pass, default_block_rows, simulate
 
 OUT = Path(__file__).resolve().parent / "results"
 PAPER = {"gelu": 6.0, "quad": 3.6}

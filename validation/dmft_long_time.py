@@ -7,7 +7,7 @@ the simulator's ‖w_t‖² at t = 600).
 Stages (each run cached as .npz in ``$DMFT_LONG_TIME_CACHE``, default
 ``<tmpdir>/dmft_long_time_cache``; kept out of the repository, ~80 MB):
 
-``sim``    finite-d GD (``dmftsolve.simulator.simulate``) at d = 1000, 2000, 4000,
+``sim``    finite-d GD (``dmftsolve.simulation.simulator.simulate``) at d = 1000, 2000, 4000,
            several trials, T_SIM steps, Gram recorded every 10 steps.
 ``dmft``   ``solve_dmft`` runs listed in ``DMFT_RUNS``: pathwise and Stein on the same
            seeds (4e4 paths, 100 steps; pathwise is the O(N T³) reference for the
@@ -36,8 +36,8 @@ from pathlib import Path
 import numpy as np
 
 from dmftsolve import Problem
-from dmftsolve.dmft import solve_dmft
-from dmftsolve.simulator import simulate
+from dmftsolve.dynamics.dmft import solve_dmft
+from dmftsolve.simulation.simulator import simulate
 
 OUT = Path(__file__).resolve().parent / "results"
 CACHE = Path(os.environ.get("DMFT_LONG_TIME_CACHE",

@@ -1,4 +1,4 @@
-"""DMFT (``dmftsolve.dmft.solve_dmft``) against finite-d GD (``dmftsolve.simulator.simulate``).
+"""DMFT (``dmftsolve.solve_dmft``) against finite-d GD (``dmftsolve.simulate``).
 
 Cases (square loss, q0 = 1 unless stated):
 
@@ -29,9 +29,9 @@ from pathlib import Path
 import numpy as np
 
 from dmftsolve import Problem
-from dmftsolve.dmft import solve_dmft
+from dmftsolve.dynamics.dmft import solve_dmft
 from dmftsolve.results import jsonable
-from dmftsolve.simulator import simulate
+from dmftsolve.simulation.simulator import simulate
 
 OUT = Path(__file__).resolve().parent / "results"
 QUICK = "--quick" in sys.argv

@@ -31,7 +31,7 @@ import numpy as np
 from scipy.optimize import bisect
 
 from dmftsolve import Problem
-from dmftsolve.dmft import solve_dmft
+from dmftsolve.dynamics.dmft import solve_dmft
 from dmftsolve.results import jsonable
 
 OUT = Path(__file__).resolve().parent / "results"

@@ -2,7 +2,7 @@
 
 Runs plain full-batch GD (hard direction held at zero) to near convergence at
 finite d, then tests the time-translation-invariant structure of
-``dmftsolve.fixed_point``: there must be one κ with ``κ E[D/(1 + κD)] = 1/δ``
+``dmftsolve.dynamics.fixed_point``: there must be one κ with ``κ E[D/(1 + κD)] = 1/δ``
 and ``1 + κD > 0`` on every sample, and ``u = V + κ g`` must be Gaussian with
 variance ``Q = ‖w‖²``. It also reports how often GD's per-sample root of
 ``V + κ g(y, V) = u`` differs from the global minimiser of the proximal
@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from dmftsolve import Problem
-from dmftsolve.fixed_point import solve_fixed_point
+from dmftsolve.dynamics.fixed_point import solve_fixed_point
 
 CASES = [("gelu", 4.0, 0.5, 3000), ("quad", 4.0, 0.05, 6000)]
 D_DIM = 1000

@@ -3,7 +3,7 @@
 The GD Hessian ``∇²L(W_t) = (1/n) Σ_i x_i x_iᵀ ⊗ D_i`` has, besides outliers along the hard
 target directions (``validation/spectrum_vs_simulation.py``), outliers whose eigenvectors lie
 in ``span(W_t) ⊗ R^m`` (and, once easy directions are learned, in ``span(Θ*)``).
-:func:`dmftsolve.outliers.training_outliers` predicts them from the spiked-model outlier
+:func:`dmftsolve.hessian.outlier_equation.training_outliers` predicts them from the spiked-model outlier
 equation over ``span(Θ*) ⊕ span(W_t)``, with the DMFT law of ``(V*, V^t, D)``. At ``t = 0``
 (``W`` independent of the data) that equation is exact; at ``t > 0`` it is a conjecture,
 tested here.
@@ -21,7 +21,7 @@ standard error over seeds. (Splitting one run's paths in two halves underestimat
 kernels ``Q``, ``R`` estimated from all paths are common to both halves. For
 ``quad_min_d6``, t = 5, the half-split error was 0.003 where the seed-to-seed standard
 deviation of the hard outlier is about 0.04.) Simulator: the dense Hessian of
-:func:`dmftsolve.simulator.simulate`'s trajectories (replayed by
+:func:`dmftsolve.simulation.simulator.simulate`'s trajectories (replayed by
 ``spectrum_vs_simulation.gd_states``), all eigenpairs, at d = 1000 and 2000; for each
 predicted outlier the simulated eigenvalue whose eigenvector has the largest overlap with the
 predicted part of the spike subspace.
@@ -48,10 +48,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from spectrum_vs_simulation import gd_states  # noqa: E402
 
 from dmftsolve import Problem  # noqa: E402
-from dmftsolve.dmft import solve_dmft  # noqa: E402
-from dmftsolve.outliers import training_outliers  # noqa: E402
+from dmftsolve.dynamics.dmft import solve_dmft  # noqa: E402
+from dmftsolve.hessian.outlier_equation import training_outliers  # noqa: E402
 from dmftsolve.results import jsonable  # noqa: E402
-from dmftsolve.simulator import dense_hessian_matrix  # noqa: E402
+from dmftsolve.simulation.simulator import dense_hessian_matrix  # noqa: E402
 
 OUT = Path(__file__).resolve().parent / "results"
 QUICK = "--quick" in sys.argv

@@ -3,14 +3,14 @@
 Three checks, all on the same :class:`~dmftsolve.problem.Problem` for theory and simulation:
 
 1. **Bulk.** The DMFT law of ``D = ∇²_V ℓ(y, V^t)`` at step ``t`` (``solve_dmft(...,
-   keep_samples_at=...)``) is fed to :func:`dmftsolve.spectrum.bulk_spectrum`; the density is
+   keep_samples_at=...)``) is fed to :func:`dmftsolve.hessian.spectrum.bulk_spectrum`; the density is
    compared with all eigenvalues of the d = 2000 Hessian ``∇²L(W_t)`` of restricted GD (hard
    direction held at zero) by the Kolmogorov distance of the CDFs (KS) and the Wasserstein-1
    distance (W1). Two references: the Monte Carlo error of the theory (KS/W1 between the
    theories of the two halves of the DMFT paths, divided by 2) and the *plug-in* theory (the
    same Stieltjes equation fed with the simulator's own ``D_i``), whose distance to the
    simulated spectrum is the pure finite-d random-matrix error.
-2. **Outliers.** :func:`dmftsolve.outliers.outliers` on DMFT samples of ``(D, z_hard)`` against
+2. **Outliers.** :func:`dmftsolve.outliers` on DMFT samples of ``(D, z_hard)`` against
    the simulator's extreme eigenpairs (location, squared overlap of the eigenvector with the
    hard subspace), with the plug-in prediction again as a finite-d reference. Eigenvectors
    with a large overlap with ``span(W_t) ⊗ R^m`` and little with the hard subspace are reported
@@ -21,7 +21,7 @@ Three checks, all on the same :class:`~dmftsolve.problem.Problem` for theory and
    ``E[z | y] ≠ 0``; unrestricted GD learns it in O(1) steps. Overlap ``M_t`` of the DMFT and
    of the simulator at d = 500 … 4000.
 
-The simulated trajectories are those of :func:`dmftsolve.simulator.simulate` (same seeds and
+The simulated trajectories are those of :func:`dmftsolve.simulation.simulator.simulate` (same seeds and
 random streams: :func:`gd_states` replays them; ``tests/test_spectrum_vs_simulation.py`` checks
 that its Hessian eigenvalues equal ``simulate(..., dense_hessian=True)``'s); the script needs
 the weights ``W_t`` and data themselves for the full eigendecomposition and the plug-in law.
@@ -47,11 +47,11 @@ from scipy.stats import norm
 from threadpoolctl import threadpool_limits
 
 from dmftsolve import Problem
-from dmftsolve.directions import split_directions
-from dmftsolve.dmft import solve_dmft
-from dmftsolve.outliers import outliers
+from dmftsolve.dynamics.dmft import solve_dmft
+from dmftsolve.hessian.outlier_equation import outliers
+from dmftsolve.hessian.spectrum import density, edges
 from dmftsolve.results import jsonable
-from dmftsolve.simulator import (
+from dmftsolve.simulation.simulator import (
     _child,
     _init_weights,
     _seed_sequence,
@@ -59,7 +59,7 @@ from dmftsolve.simulator import (
     gd_step,
     simulate,
 )
-from dmftsolve.spectrum import density, edges
+from dmftsolve.thresholds.directions import split_directions
 
 OUT = Path(__file__).resolve().parent / "results"
 QUICK = "--quick" in sys.argv

@@ -16,7 +16,7 @@ drives the library's own bracketing (``dmftsolve.thresholds._Predicate`` and
 The time-translation-invariant fixed point ``delta_nn(problem, "tti")`` is
 reported beside them.
 
-Simulator: unrestricted full-batch GD (``dmftsolve.sweep.sweep``, float32
+Simulator: unrestricted full-batch GD (``dmftsolve.simulation.sweeps.sweep``, float32
 data) at d = 250, 500, 1000 on a δ grid around the theory and the paper's
 values, success = final cosine > 1/2; GeLU 1000 steps (t·η = 500), r² 2000
 steps (t·η = 200). The first recorded step at which the cosine exceeds 1/2
@@ -50,11 +50,11 @@ from typing import Any
 import numpy as np
 
 from dmftsolve import Problem
-from dmftsolve.directions import split_directions
-from dmftsolve.dmft import solve_dmft
+from dmftsolve.dynamics.dmft import solve_dmft
 from dmftsolve.results import SolverError, jsonable
-from dmftsolve.sweep import sweep
-from dmftsolve.thresholds import ThresholdSettings, _Predicate, _search, delta_nn
+from dmftsolve.simulation.sweeps import sweep
+from dmftsolve.thresholds.directions import split_directions
+from dmftsolve.thresholds.hessian_threshold import ThresholdSettings, _Predicate, _search, delta_nn
 
 OUT = Path(__file__).resolve().parent / "results"
 QUICK = "--quick" in sys.argv

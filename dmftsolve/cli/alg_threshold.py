@@ -51,8 +51,8 @@ def _fmt(x: float) -> str:
 
 def run(args: argparse.Namespace) -> int:
     """Run the command; returns the exit code (0 success, 1 solver failure)."""
-    from dmftsolve.alg_threshold import alg_threshold
     from dmftsolve.problem import Target
+    from dmftsolve.thresholds.weak_recovery import alg_threshold
 
     target = Target(args.target, k=args.k)
     res = alg_threshold(target, method=args.method, rtol=args.rtol, rng=args.seed, throw=False)

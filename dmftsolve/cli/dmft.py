@@ -58,7 +58,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from dmftsolve.dmft import solve_dmft
+    from dmftsolve.dynamics.dmft import solve_dmft
 
     problem = problem_from_args(args)
     res = solve_dmft(problem, args.delta, n_paths=args.paths, seed=args.seed, method=args.method,

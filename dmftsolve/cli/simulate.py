@@ -177,7 +177,7 @@ def _hessian_rows(run: Any) -> list[list[Any]]:
 
 def run(args: argparse.Namespace) -> int:
     """Execute ``dmftsolve simulate``."""
-    from dmftsolve.sweep import sweep
+    from dmftsolve.simulation.sweeps import sweep
 
     problem = problem_from_args(args)
     if args.plot:

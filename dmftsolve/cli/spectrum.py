@@ -13,8 +13,8 @@ from dmftsolve.cli._common import (
     format_table,
     problem_from_args,
 )
-from dmftsolve.outliers import outliers, training_outliers
-from dmftsolve.spectrum import bulk_spectrum
+from dmftsolve.hessian.outlier_equation import outliers, training_outliers
+from dmftsolve.hessian.spectrum import bulk_spectrum
 
 DESCRIPTION = """\
 The spectrum of the Hessian of the empirical risk after t GD steps, in the limit
@@ -53,8 +53,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from dmftsolve.dmft import solve_dmft
-    from dmftsolve.thresholds import restricted
+    from dmftsolve.dynamics.dmft import solve_dmft
+    from dmftsolve.thresholds.hessian_threshold import restricted
 
     problem = problem_from_args(args)
     prob, hard = restricted(problem)

@@ -11,7 +11,7 @@ from dmftsolve.cli._common import (
     format_table,
     problem_from_args,
 )
-from dmftsolve.thresholds import ThresholdSettings, delta_nn
+from dmftsolve.thresholds.hessian_threshold import ThresholdSettings, delta_nn
 
 DESCRIPTION = """\
 Compute delta_NN: the smallest sample ratio delta = n/d at which the Hessian of

@@ -7,23 +7,23 @@ negative (``criterion="negative"``, the default: GD then escapes along it)
 or merely separated from the bulk (``criterion="separated"``: the BBP point).
 
 * finite ``t``: the law of ``(D, z_hard)`` comes from the DMFT samples at
-  step ``t`` (:func:`dmftsolve.dmft.solve_dmft`), re-run at every ``δ``;
+  step ``t`` (:func:`dmftsolve.dynamics.dmft.solve_dmft`), re-run at every ``δ``;
 * ``t = None`` (the long-time limit): ``δ_NN(T)`` and ``δ_NN(T/2)`` from the
   same DMFT runs, ``T = settings.long_time``; the answer is accepted when the
   two brackets overlap (the stated convergence rule), and flagged
   ``NOT_CONVERGED`` otherwise;
 * ``t = "tti"``: from the time-translation-invariant fixed point
-  (:func:`dmftsolve.fixed_point.solve_fixed_point`). This is fast, but only
+  (:func:`dmftsolve.dynamics.fixed_point.solve_fixed_point`). This is fast, but only
   valid where GD converges to the fixed point it selects: for square loss on
   ``y = z²`` with GeLU or ``r²`` neurons the global proximal branch does not
   match long GD runs (see ``docs/findings.md``), so it is not the default.
 
-The outliers come from :func:`dmftsolve.outliers.outliers`. The threshold is
+The outliers come from :func:`dmftsolve.hessian.outlier_equation.outliers`. The threshold is
 located by scanning a grid of ``δ`` for the first change of the predicate
 "has such an outlier" and refining that bracket with
 :func:`scipy.optimize.bisect` on the ±1 indicator; both ends of the final
 bracket are evaluated, so the answer is verified to lie inside it.
-``δ_alg`` (:mod:`dmftsolve.alg_threshold`) is reported beside it.
+``δ_alg`` (:mod:`dmftsolve.thresholds.weak_recovery`) is reported beside it.
 
 Each evaluation samples the law of ``D`` by Monte Carlo, so one search's
 bracket is one draw: ``ThresholdSettings(replicates=R)`` repeats the search
@@ -40,14 +40,14 @@ from typing import Any, Literal
 import numpy as np
 from scipy.optimize import bisect
 
-from dmftsolve.alg_threshold import alg_threshold
-from dmftsolve.directions import DirectionSplit, split_directions
-from dmftsolve.dmft import solve_dmft
-from dmftsolve.fixed_point import FixedPointSettings, solve_fixed_point
-from dmftsolve.outliers import Outliers, outliers
+from dmftsolve.dynamics.dmft import solve_dmft
+from dmftsolve.dynamics.fixed_point import FixedPointSettings, solve_fixed_point
+from dmftsolve.hessian.outlier_equation import Outliers, outliers
+from dmftsolve.hessian.spectrum import TAIL_INDEX_THRESHOLD, tail_index
 from dmftsolve.problem import Problem, check_delta
 from dmftsolve.results import ResultBase, SolverError, Status
-from dmftsolve.spectrum import TAIL_INDEX_THRESHOLD, tail_index
+from dmftsolve.thresholds.directions import DirectionSplit, split_directions
+from dmftsolve.thresholds.weak_recovery import alg_threshold
 
 __all__ = ["ThresholdSettings", "HardSpectrum", "Threshold", "hard_spectrum", "delta_nn", "restricted"]
 

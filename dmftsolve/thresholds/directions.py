@@ -22,7 +22,7 @@ reported so that the margin can be inspected.
 
 Examples
 --------
->>> from dmftsolve.directions import split_directions
+>>> from dmftsolve.thresholds.directions import split_directions
 >>> split = split_directions("z1 + z2**2")
 >>> split.hard_indices
 (1,)

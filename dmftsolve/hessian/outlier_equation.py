@@ -67,8 +67,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 from scipy.optimize import brentq
 
-from dmftsolve.results import ResultBase, SolverError, Status
-from dmftsolve.spectrum import (
+from dmftsolve.hessian.spectrum import (
     _atom_mass,
     _far_left,
     _Law,
@@ -80,6 +79,7 @@ from dmftsolve.spectrum import (
     _tangent,
     _unbounded,
 )
+from dmftsolve.results import ResultBase, SolverError, Status
 
 __all__ = ["Outlier", "Outliers", "outliers", "outlier_matrix", "spike_coordinates", "training_outliers"]
 
@@ -340,7 +340,7 @@ def outlier_matrix(
     x : float
         A real point outside the bulk (below the left edge or above the right edge).
     lam, weights, method, tol, maxiter
-        As in :func:`dmftsolve.spectrum.bulk_spectrum`.
+        As in :func:`dmftsolve.hessian.spectrum.bulk_spectrum`.
     derivative : bool
         Also return ``M'(x)``.
 
@@ -418,10 +418,10 @@ def outliers(
         eigenvalue of ``M`` there is in ``diagnostics`` (its sign tells whether
         an outlier is about to emerge).
     unbounded_below, unbounded_above : bool or None
-        As in :func:`dmftsolve.spectrum.edges`. An unbounded side makes
+        As in :func:`dmftsolve.hessian.spectrum.edges`. An unbounded side makes
         outliers on that side ill-posed: status ``FAILED``.
     method, xtol, tol, maxiter
-        As in :func:`dmftsolve.spectrum.bulk_spectrum`.
+        As in :func:`dmftsolve.hessian.spectrum.bulk_spectrum`.
     throw : bool
         Raise :class:`SolverError` unless the status is ``SUCCESS``.
 

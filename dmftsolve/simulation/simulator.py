@@ -31,7 +31,7 @@ whole of ``X`` from memory.
 Examples
 --------
 >>> from dmftsolve import Problem
->>> from dmftsolve.simulator import simulate
+>>> from dmftsolve.simulation.simulator import simulate
 >>> p = Problem.build(target="z**2", activation="quad", eta=0.05, steps=20)
 >>> run = simulate(p, d=50, delta=4.0, seed=0, trials=2)
 >>> run.cosine.shape
@@ -998,7 +998,7 @@ def simulate(
         threads each call waits for the slowest one, which on a shared or
         oversubscribed machine was measured here to be 10-20x slower than
         one thread (and at best 1.5x faster on an idle one). Run trials in
-        parallel with :func:`dmftsolve.sweep.sweep` instead.
+        parallel with :func:`dmftsolve.simulation.sweeps.sweep` instead.
     progress : bool
         Show a tqdm bar on stderr.
     throw : bool

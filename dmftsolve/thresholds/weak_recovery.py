@@ -58,7 +58,7 @@ Three methods, picked by ``method="auto"``:
 
 Examples
 --------
->>> from dmftsolve.alg_threshold import alg_threshold
+>>> from dmftsolve.thresholds.weak_recovery import alg_threshold
 >>> r = alg_threshold("z**2")
 >>> round(r.delta_alg, 10), r.trivial
 (0.5, False)

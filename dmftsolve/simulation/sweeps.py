@@ -1,7 +1,7 @@
 """Sweeps of the finite-d simulator over sample ratios ``δ`` × trials.
 
 Each ``(δ, trial)`` pair is one job: an independent GD run
-(:func:`dmftsolve.simulator.simulate` with one trial). Jobs go through any
+(:func:`dmftsolve.simulation.simulator.simulate` with one trial). Jobs go through any
 :class:`concurrent.futures.Executor`: a
 :class:`~concurrent.futures.ProcessPoolExecutor` on one machine, or
 ``distributed.Client(...).get_executor()`` on a dask cluster; with no
@@ -11,7 +11,7 @@ executor, so every executor gives the same numbers.
 Examples
 --------
 >>> from dmftsolve import Problem
->>> from dmftsolve.sweep import sweep
+>>> from dmftsolve.simulation.sweeps import sweep
 >>> p = Problem.build(target="z**2", activation="quad", eta=0.05, steps=10)
 >>> res = sweep(p, d=40, deltas=[2.0, 4.0], trials=2, seed=0, progress=False)
 >>> res.success_rate.shape
@@ -34,7 +34,7 @@ import numpy as np
 
 from dmftsolve.problem import Problem, check_delta, check_integer
 from dmftsolve.results import ResultBase, SolverError, Status
-from dmftsolve.simulator import (
+from dmftsolve.simulation.simulator import (
     SeedLike,
     SimulationResult,
     _assemble,
@@ -165,7 +165,7 @@ def sweep(
     success_threshold : float
         A run succeeds when its final cosine exceeds this (in ``[0, 1)``).
     **simulate_kwargs
-        Passed to :func:`~dmftsolve.simulator.simulate` (``gram``,
+        Passed to :func:`~dmftsolve.simulation.simulator.simulate` (``gram``,
         ``record_every``, ``hessian_at``, ``dtype``, …). ``throw`` defaults
         to False here: a run that blows up counts as a failure and the sweep
         reports ``NONFINITE``; with ``throw=True`` a :class:`SolverError` is

@@ -1,0 +1,20 @@
+"""The dynamics of gradient descent in the proportional limit.
+
+* :mod:`dmftsolve.dynamics.dmft` — the discrete-time DMFT of full-batch GD
+  (kernels ``Q, Γ, R``, overlaps, losses, samples of the training fields);
+* :mod:`dmftsolve.dynamics.fixed_point` — its time-translation-invariant fixed point.
+
+Public names are re-exported here lazily (importing the package stays cheap).
+"""
+
+from dmftsolve._lazy import lazy_getattr
+
+_EXPORTS = {
+    "DMFTResult": "dmftsolve.dynamics.dmft",
+    "solve_dmft": "dmftsolve.dynamics.dmft",
+    "FixedPoint": "dmftsolve.dynamics.fixed_point",
+    "FixedPointSettings": "dmftsolve.dynamics.fixed_point",
+    "solve_fixed_point": "dmftsolve.dynamics.fixed_point",
+}
+__all__ = list(_EXPORTS)
+__getattr__ = lazy_getattr(__name__, _EXPORTS)

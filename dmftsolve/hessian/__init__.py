@@ -1,0 +1,19 @@
+"""The Hessian of the empirical risk along training.
+
+* :mod:`dmftsolve.hessian.spectrum` — the bulk spectrum from the matrix Stieltjes equation;
+* :mod:`dmftsolve.hessian.outlier_equation` — outliers along the hard, target and learned directions.
+
+Public names are re-exported here lazily (importing the package stays cheap).
+"""
+
+from dmftsolve._lazy import lazy_getattr
+
+_EXPORTS = {
+    "BulkSpectrum": "dmftsolve.hessian.spectrum",
+    "bulk_spectrum": "dmftsolve.hessian.spectrum",
+    "Outliers": "dmftsolve.hessian.outlier_equation",
+    "outliers": "dmftsolve.hessian.outlier_equation",
+    "training_outliers": "dmftsolve.hessian.outlier_equation",
+}
+__all__ = list(_EXPORTS)
+__getattr__ = lazy_getattr(__name__, _EXPORTS)

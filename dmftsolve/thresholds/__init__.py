@@ -1,0 +1,25 @@
+"""Thresholds in the sample ratio δ = n/d.
+
+* :mod:`dmftsolve.thresholds.directions` — the easy/hard split of the target directions;
+* :mod:`dmftsolve.thresholds.weak_recovery` — the weak-recovery threshold ``δ_alg``;
+* :mod:`dmftsolve.thresholds.hessian_threshold` — the Hessian threshold ``δ_NN(t)`` and its long-time rule.
+
+Public names are re-exported here lazily (importing the package stays cheap).
+"""
+
+from dmftsolve._lazy import lazy_getattr
+
+_EXPORTS = {
+    "AlgThreshold": "dmftsolve.thresholds.weak_recovery",
+    "alg_threshold": "dmftsolve.thresholds.weak_recovery",
+    "HardSpectrum": "dmftsolve.thresholds.hessian_threshold",
+    "Threshold": "dmftsolve.thresholds.hessian_threshold",
+    "ThresholdSettings": "dmftsolve.thresholds.hessian_threshold",
+    "delta_nn": "dmftsolve.thresholds.hessian_threshold",
+    "hard_spectrum": "dmftsolve.thresholds.hessian_threshold",
+    "restricted": "dmftsolve.thresholds.hessian_threshold",
+    "DirectionSplit": "dmftsolve.thresholds.directions",
+    "split_directions": "dmftsolve.thresholds.directions",
+}
+__all__ = list(_EXPORTS)
+__getattr__ = lazy_getattr(__name__, _EXPORTS)
