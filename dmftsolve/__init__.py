@@ -13,6 +13,7 @@ so ``import dmftsolve`` stays fast:
 from __future__ import annotations
 
 from dmftsolve._lazy import lazy_getattr
+from dmftsolve._version import __version__ as __version__
 from dmftsolve.problem import Init, Loss, Network, Problem, Target, Training, check_delta
 from dmftsolve.results import SolverError, Status
 
@@ -37,6 +38,4 @@ __all__ = [
     "Init", "Loss", "Network", "Problem", "Target", "Training", "check_delta",
     "SolverError", "Status", *_LAZY,
 ]
-__version__ = "0.1.0"
-
 __getattr__ = lazy_getattr(__name__, _LAZY)

@@ -48,6 +48,8 @@ from scipy.special import ndtri, roots_hermitenorm
 from scipy.stats import qmc
 
 from dmftsolve.results import SolverError, Status
+from dmftsolve.seeds import SeedLike
+from dmftsolve.seeds import as_generator as _as_generator
 
 __all__ = ["Expectation", "gauss_hermite_rule", "expect", "as_generator"]
 
@@ -94,13 +96,9 @@ class Expectation:
         return self.status.ok
 
 
-def as_generator(rng: Any) -> np.random.Generator:
-    """Return ``rng`` as a :class:`numpy.random.Generator` (``None`` or an int seed accepted)."""
-    if isinstance(rng, np.random.Generator):
-        return rng
-    if rng is None or isinstance(rng, (int, np.integer)) and not isinstance(rng, bool):
-        return np.random.default_rng(rng)
-    raise ValueError(f"rng must be None, an int seed or a numpy Generator, got {rng!r}")
+def as_generator(rng: SeedLike) -> np.random.Generator:
+    """Return ``rng`` as a :class:`numpy.random.Generator` (see :func:`dmftsolve.seeds.as_generator`)."""
+    return _as_generator(rng, parameter="rng")
 
 
 def gauss_hermite_rule(dim: int, n: int) -> tuple[np.ndarray, np.ndarray]:

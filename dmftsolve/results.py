@@ -14,7 +14,9 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Status", "SolverError", "ResultBase", "jsonable"]
+from dmftsolve._version import __version__
+
+__all__ = ["Status", "SolverError", "Result", "ResultBase", "jsonable"]
 
 
 class Status(enum.Enum):
@@ -63,18 +65,16 @@ def jsonable(obj: Any) -> Any:
     return obj
 
 
-class ResultBase:
-    """Mixin for result dataclasses with fields ``status``, ``message``,
-    ``settings`` (a dict), ``diagnostics`` (a dict) and ``elapsed`` (seconds)."""
+class _ResultMethods:
+    """Methods shared by :class:`Result` and the older :class:`ResultBase` mixin."""
 
     status: Status
     message: str
-    settings: dict[str, Any]
-    diagnostics: dict[str, Any]
     elapsed: float
 
     @property
     def ok(self) -> bool:
+        """True iff the status is ``SUCCESS``."""
         return self.status.ok
 
     def raise_for_status(self) -> None:
@@ -83,10 +83,80 @@ class ResultBase:
             raise SolverError(f"{type(self).__name__} {self.status.value}: {self.message}", self)
 
     def __repr__(self) -> str:
+        warns = tuple(getattr(self, "warnings", ()))
+        extra = f" warnings={len(warns)}" if warns else ""
         return (
             f"<{type(self).__name__} status={self.status.value} "
-            f"elapsed={self.elapsed:.3g}s{': ' + self.message if self.message else ''}>"
+            f"elapsed={self.elapsed:.3g}s{extra}{': ' + self.message if self.message else ''}>"
         )
 
     def to_dict(self) -> dict[str, Any]:
+        """Every field, JSON-ready (see :func:`jsonable`)."""
         return {f.name: jsonable(getattr(self, f.name)) for f in dataclasses.fields(self)}  # type: ignore[arg-type]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, repr=False, eq=False)
+class Result(_ResultMethods):
+    """Base of every result: the outcome, the settings used, diagnostics, time and version.
+
+    Subclasses are frozen keyword-only dataclasses declared with
+    ``@dataclass(frozen=True, kw_only=True, repr=False)`` (``repr=False``
+    keeps the short :meth:`__repr__` below). Build a result complete, or
+    derive a changed copy with :func:`dataclasses.replace`; never ``setattr``.
+
+    Attributes
+    ----------
+    status : Status
+        Outcome of the computation.
+    message : str
+        Why it did not succeed (empty on success).
+    settings : dict
+        The settings the result was computed with.
+    diagnostics : dict
+        Solver-specific diagnostics (iterations, error estimates, timings).
+    elapsed : float
+        Wall time in seconds.
+    version : str
+        The ``dmftsolve`` version that computed it.
+    warnings : tuple of str
+        Caveats of a result that still succeeded (a list is accepted and
+        stored as a tuple); never appended to :attr:`message`.
+
+    Examples
+    --------
+    >>> r = Result(status=Status.SUCCESS, settings={}, diagnostics={}, elapsed=0.5,
+    ...            warnings=["few samples"])
+    >>> r.ok, r.warnings
+    (True, ('few samples',))
+    >>> r
+    <Result status=success elapsed=0.5s warnings=1>
+    >>> r.to_dict()["status"]
+    'success'
+    """
+
+    status: Status
+    message: str = ""
+    settings: dict[str, Any]
+    diagnostics: dict[str, Any]
+    elapsed: float
+    version: str = __version__
+    warnings: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.status, Status):
+            raise ValueError(f"status must be a Status, got {self.status!r}")
+        if isinstance(self.warnings, str):
+            raise ValueError(f"warnings must be a sequence of str, got the str {self.warnings!r}")
+        object.__setattr__(self, "warnings", tuple(str(w) for w in self.warnings))
+
+
+class ResultBase(_ResultMethods):
+    """Deprecated mixin for (mutable) result dataclasses; new code inherits :class:`Result`.
+
+    Kept while the result classes are converted one by one; it expects fields
+    ``status``, ``message``, ``settings`` (a dict), ``diagnostics`` (a dict)
+    and ``elapsed`` (seconds).
+    """
+
+    settings: dict[str, Any]
+    diagnostics: dict[str, Any]

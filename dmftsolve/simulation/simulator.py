@@ -60,6 +60,7 @@ from dmftsolve.activations import R
 from dmftsolve.losses import F, Y
 from dmftsolve.problem import Problem, check_delta, check_integer
 from dmftsolve.results import ResultBase, SolverError, Status
+from dmftsolve.seeds import SeedLike, as_seed_sequence, child, seed_record
 
 __all__ = [
     "SimulationResult",
@@ -83,7 +84,6 @@ BLOCK_BYTES = 8 * 2**20
 #: Largest memory (bytes) for the stored iterates behind ``gram="full"``.
 FULL_GRAM_LIMIT = 2 * 2**30
 
-SeedLike = int | np.random.SeedSequence | np.random.Generator | None
 RowFunction = Callable[[int, int, np.ndarray], np.ndarray]
 
 
@@ -523,28 +523,10 @@ class _Options:
     blas_threads: int | None = 1
 
 
-def _seed_sequence(seed: SeedLike) -> np.random.SeedSequence:
-    """Normalise ``seed`` (None, int >= 0, SeedSequence or Generator) to a SeedSequence."""
-    if seed is None:
-        return np.random.SeedSequence()
-    if isinstance(seed, np.random.SeedSequence):
-        return seed
-    if isinstance(seed, np.random.Generator):
-        return np.random.SeedSequence(seed.integers(0, 2**63, size=4).tolist())
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise ValueError(
-            f"seed must be None, an integer >= 0, a SeedSequence or a Generator, got {seed!r}"
-        )
-    return np.random.SeedSequence(int(seed))
-
-
-def _child(ss: np.random.SeedSequence, i: int) -> np.random.SeedSequence:
-    """The ``i``-th child of ``ss`` as ``ss.spawn`` would make it, without mutating ``ss``."""
-    return np.random.SeedSequence(ss.entropy, spawn_key=(*ss.spawn_key, i), pool_size=ss.pool_size)
-
-
-def _seed_record(ss: np.random.SeedSequence) -> dict[str, Any]:
-    return {"entropy": ss.entropy, "spawn_key": list(ss.spawn_key)}
+# Transitional aliases (the public versions live in dmftsolve.seeds).
+_seed_sequence = as_seed_sequence
+_child = child
+_seed_record = seed_record
 
 
 def _dtype(value: Any) -> np.dtype:

@@ -1,0 +1,3 @@
+"""The library version (kept apart so that ``results`` can read it without importing the package)."""
+
+__version__ = "0.1.0"
