@@ -48,7 +48,7 @@ def test_tanh_law_outliers(delta: float, location: float | None) -> None:
     res = outliers(D, z, delta, weights=w)
     assert res.ok
     if location is None:
-        assert res.outliers == [] and res.message == "no outliers"
+        assert res.outliers == [] and res.message == ""
         assert res.diagnostics["left_min_eig_M_at_scan_end"] > 0
         return
     (o,) = res.outliers

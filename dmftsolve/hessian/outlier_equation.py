@@ -58,6 +58,7 @@ root −3.1463 with overlap² 0.002). Quadrature or large-N laws do not show it.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from dataclasses import dataclass, field
@@ -67,25 +68,35 @@ import numpy as np
 from numpy.typing import ArrayLike
 from scipy.optimize import brentq
 
-from dmftsolve.hessian.spectrum import (
-    _atom_mass,
-    _far_left,
-    _Law,
-    _left_edge,
-    _prepare_law,
-    _real_start,
-    _real_step,
-    _residual,
-    _tangent,
-    _unbounded,
+from dmftsolve.hessian._resolvent import (
+    WeightLaw,
+    atom_mass,
+    far_left,
+    left_edge,
+    prepare_law,
+    real_start,
+    real_step,
+    residual,
+    tangent,
+    unbounded,
 )
-from dmftsolve.results import ResultBase, SolverError, Status
+from dmftsolve.hessian.law import Law
+from dmftsolve.results import Result, SolverError, Status
 
 __all__ = ["Outlier", "Outliers", "outliers", "outlier_matrix", "spike_coordinates", "training_outliers"]
 
 
 # --------------------------------------------------------------------------- core
-def _prepare_z(z: ArrayLike, law: _Law) -> np.ndarray:
+def _law_z(D: ArrayLike | Law, z: ArrayLike | None) -> ArrayLike:
+    """``z``, or the target coordinates of the Law ``D`` when ``z`` is None."""
+    if z is None:
+        if not isinstance(D, Law):
+            raise ValueError("z must be given when D is an array (z=None means all of Law.Vstar)")
+        return D.Vstar
+    return z
+
+
+def _prepare_z(z: ArrayLike, law: WeightLaw) -> np.ndarray:
     za = np.asarray(z, dtype=float)
     if za.ndim == 1:
         za = za[:, None]
@@ -107,7 +118,7 @@ def _kron_expect(w: np.ndarray, z: np.ndarray, A: np.ndarray) -> np.ndarray:
 
 
 def _m_and_derivative(
-    law: _Law, z: np.ndarray, R: np.ndarray, K: np.ndarray | None, *, derivative: bool = True
+    law: WeightLaw, z: np.ndarray, R: np.ndarray, K: np.ndarray | None, *, derivative: bool = True
 ) -> tuple[np.ndarray, np.ndarray | None]:
     """``M(x)`` and ``M'(x)`` at the real-branch point ``R = R(x)``."""
     m, delta = law.m, law.delta
@@ -124,7 +135,7 @@ def _m_and_derivative(
     M = 0.5 * (M + M.T)
     if not derivative:
         return M, None
-    dR = _tangent(law, K)
+    dR = tangent(law, K)
     dA = delta * (B @ dR @ np.swapaxes(B, 1, 2))
     dM = -np.eye(k * m) + _kron_expect(law.w, z, dA)
     return M, 0.5 * (dM + dM.T)
@@ -140,16 +151,16 @@ class _Branch:
     eig: list[np.ndarray] = field(default_factory=list)
 
 
-def _march(law: _Law, z: np.ndarray, grid: np.ndarray, R0: np.ndarray, K0: np.ndarray, x0: float,
+def _march(law: WeightLaw, z: np.ndarray, grid: np.ndarray, R0: np.ndarray, K0: np.ndarray, x0: float,
            *, tol: float, maxiter: int) -> tuple[_Branch, bool]:
     br = _Branch()
     x_old, R_old, K_old = x0, R0, K0
     for x in grid:
-        R, K, ok = _real_step(law, float(x), x_old, R_old, K_old, tol=tol, maxiter=maxiter)
+        R, K, ok = real_step(law, float(x), x_old, R_old, K_old, tol=tol, maxiter=maxiter)
         if not ok:  # retry through intermediate points
             for t in (0.25, 0.5, 0.75, 1.0):
                 xm = x_old + t * (x - x_old)
-                R, K, ok = _real_step(law, float(xm), x_old, R_old, K_old, tol=tol, maxiter=maxiter)
+                R, K, ok = real_step(law, float(xm), x_old, R_old, K_old, tol=tol, maxiter=maxiter)
                 if not ok:
                     break
                 x_old, R_old, K_old = xm, R, K
@@ -165,7 +176,7 @@ def _march(law: _Law, z: np.ndarray, grid: np.ndarray, R0: np.ndarray, K0: np.nd
 
 
 # --------------------------------------------------------------------------- results
-@dataclass
+@dataclass(frozen=True)
 class Outlier:
     """One outlier eigenvalue of ``H``.
 
@@ -207,8 +218,8 @@ class Outlier:
         return out
 
 
-@dataclass(repr=False)
-class Outliers(ResultBase):
+@dataclass(frozen=True, kw_only=True, repr=False, eq=False)
+class Outliers(Result):
     """Outliers of ``H`` along the hard directions, sorted by location.
 
     Attributes
@@ -222,7 +233,6 @@ class Outliers(ResultBase):
     left_edge: float | None
     right_edge: float | None
     status: Status = Status.SUCCESS
-    message: str = ""
     settings: dict[str, Any] = field(default_factory=dict)
     diagnostics: dict[str, Any] = field(default_factory=dict)
     elapsed: float = 0.0
@@ -238,12 +248,12 @@ class Outliers(ResultBase):
 
 # --------------------------------------------------------------------------- scanning
 def _scan_left(
-    law: _Law, z: np.ndarray, *, npoints: int, edge_gap: float, method: str, xtol: float, tol: float,
+    law: WeightLaw, z: np.ndarray, *, npoints: int, edge_gap: float, method: str, xtol: float, tol: float,
     maxiter: int, atom_mass: float,
 ) -> tuple[float, list[tuple[float, float, tuple[float, float], float, np.ndarray]], dict[str, Any], bool]:
     """Left outliers of the law: ``[(x, overlap², bracket, residual, direction)]``."""
-    edge, info = _left_edge(law, method, xtol=xtol, tol=tol, maxiter=maxiter)
-    x_far = _far_left(law)
+    edge, info = left_edge(law, method, xtol=xtol, tol=tol, maxiter=maxiter)
+    x_far = far_left(law)
     x_end = edge - edge_gap
     diag: dict[str, Any] = {"edge": edge, "scan_start": x_far, "scan_end": x_end} | info
     if law.trivial or x_end <= x_far:
@@ -260,10 +270,10 @@ def _scan_left(
         cut = max(edge_gap, 1e-6 * law.scale)
         segments = [grid[grid < law.lam - cut], grid[grid > law.lam + cut]]
         diag["atom_cut"] = (law.lam - cut, law.lam + cut)
-    R0, ok = _real_start(law, x_far, tol=tol, maxiter=maxiter)
+    R0, ok = real_start(law, x_far, tol=tol, maxiter=maxiter)
     if not ok:
         return edge, [], diag | {"failure": f"no physical real solution at x={x_far!r}"}, False
-    _, K0, _ = _residual(law, x_far, R0)
+    _, K0, _ = residual(law, x_far, R0)
     found = []
     x_prev, R_prev, K_prev = x_far, R0, K0
     last_eig = None
@@ -283,7 +293,7 @@ def _scan_left(
     return edge, found, diag, True
 
 
-def _refine(law: _Law, z: np.ndarray, br: _Branch, j: int, i: int, *, tol: float, maxiter: int):
+def _refine(law: WeightLaw, z: np.ndarray, br: _Branch, j: int, i: int, *, tol: float, maxiter: int):
     """Brent on the ``i``-th eigenvalue of ``M`` between grid points ``j`` and ``j + 1``."""
     xa, xb = br.x[j], br.x[j + 1]
     Ra, Ka = br.R[j], br.K[j]
@@ -291,7 +301,7 @@ def _refine(law: _Law, z: np.ndarray, br: _Branch, j: int, i: int, *, tol: float
 
     def solve(x: float) -> tuple[np.ndarray, np.ndarray]:
         if x not in cache:
-            R, K, ok = _real_step(law, x, xa, Ra, Ka, tol=tol, maxiter=maxiter)
+            R, K, ok = real_step(law, x, xa, Ra, Ka, tol=tol, maxiter=maxiter)
             if not ok:
                 raise SolverError(f"real branch lost at x={x!r} while refining an outlier")
             cache[x] = (R, K)
@@ -315,8 +325,8 @@ def _refine(law: _Law, z: np.ndarray, br: _Branch, j: int, i: int, *, tol: float
 
 # --------------------------------------------------------------------------- public
 def outlier_matrix(
-    D: ArrayLike,
-    z: ArrayLike,
+    D: ArrayLike | Law,
+    z: ArrayLike | None,
     delta: float,
     x: float,
     *,
@@ -331,10 +341,11 @@ def outlier_matrix(
 
     Parameters
     ----------
-    D : array_like, shape (N, m, m) or (N,)
-        Samples of ``D``.
-    z : array_like, shape (N, k) or (N,)
-        Hard latent coordinates of the same samples.
+    D : array_like, shape (N, m, m) or (N,), or Law
+        Samples of ``D``, or a :class:`~dmftsolve.hessian.law.Law` (with its weights).
+    z : array_like, shape (N, k) or (N,), or None
+        Hard latent coordinates of the same samples (``None`` with a Law:
+        all of ``Law.Vstar``).
     delta : float
         Sample ratio.
     x : float
@@ -349,24 +360,25 @@ def outlier_matrix(
     M or (M, dM) : numpy.ndarray
         Indexing ``(a, c) → a m + c`` with ``a`` the latent and ``c`` the neuron index.
     """
-    law = _prepare_law(D, delta, lam, weights)
+    z = _law_z(D, z)
+    law = prepare_law(D, delta, lam, weights)
     zk = _prepare_z(z, law)
     xf = float(x)
     if not math.isfinite(xf):
         raise ValueError(f"x must be finite, got {x!r}")
     xtol = 1e-10 * law.scale
-    left, _ = _left_edge(law, method, xtol=xtol, tol=tol, maxiter=maxiter)
+    left, _ = left_edge(law, method, xtol=xtol, tol=tol, maxiter=maxiter)
     neg = law.negated()
-    right = -_left_edge(neg, method, xtol=xtol, tol=tol, maxiter=maxiter)[0]
+    right = -left_edge(neg, method, xtol=xtol, tol=tol, maxiter=maxiter)[0]
     if xf < left:
         use, xx, sign = law, xf, 1.0
     elif xf > right:
         use, xx, sign = neg, -xf, -1.0
     else:
         raise ValueError(f"x must lie outside the bulk [{left:.6g}, {right:.6g}], got {x!r}")
-    x0 = min(_far_left(use), xx - 1.0)
-    R, ok = _real_start(use, x0, tol=tol, maxiter=maxiter)
-    _, K, _ = _residual(use, x0, R)
+    x0 = min(far_left(use), xx - 1.0)
+    R, ok = real_start(use, x0, tol=tol, maxiter=maxiter)
+    _, K, _ = residual(use, x0, R)
     br, ok2 = _march(use, zk, np.linspace(x0, xx, 65)[1:], R, K, x0, tol=tol, maxiter=maxiter)
     if not (ok and ok2):
         raise SolverError(f"real branch not found at x={x!r}")
@@ -376,8 +388,8 @@ def outlier_matrix(
 
 
 def outliers(
-    D: ArrayLike,
-    z: ArrayLike,
+    D: ArrayLike | Law,
+    z: ArrayLike | None,
     delta: float,
     *,
     lam: float = 0.0,
@@ -397,10 +409,11 @@ def outliers(
 
     Parameters
     ----------
-    D : array_like, shape (N, m, m) or (N,)
-        Samples of ``D``.
-    z : array_like, shape (N, k) or (N,)
-        Hard latent coordinates, jointly with ``D``.
+    D : array_like, shape (N, m, m) or (N,), or Law
+        Samples of ``D``, or a :class:`~dmftsolve.hessian.law.Law` (with its weights).
+    z : array_like, shape (N, k) or (N,), or None
+        Hard latent coordinates, jointly with ``D`` (``None`` with a Law: all
+        of ``Law.Vstar``; for the hard ones pass ``law.Vstar[:, hard]``).
     delta : float
         Sample ratio ``δ = n/d``.
     lam : float, optional
@@ -430,7 +443,8 @@ def outliers(
     Outliers
     """
     t0 = time.perf_counter()
-    law = _prepare_law(D, delta, lam, weights)
+    z = _law_z(D, z)
+    law = prepare_law(D, delta, lam, weights)
     zk = _prepare_z(z, law)
     if side not in ("left", "right", "both"):
         raise ValueError(f"side must be 'left', 'right' or 'both', got {side!r}")
@@ -451,14 +465,15 @@ def outliers(
     }
     diagnostics: dict[str, Any] = {}
     messages: list[str] = []
+    warnings: list[str] = []
     status = Status.SUCCESS
-    mass, _ = _atom_mass(law, tol=tol, maxiter=maxiter)
+    mass, _ = atom_mass(law, tol=tol, maxiter=maxiter)
     found: list[Outlier] = []
     edges_out: dict[str, float | None] = {"left": None, "right": None}
     for s in ("left", "right"):
         if side not in (s, "both"):
             continue
-        unb, info = _unbounded(law, unbounded_below if s == "left" else unbounded_above,
+        unb, info = unbounded(law, unbounded_below if s == "left" else unbounded_above,
                                "below" if s == "left" else "above")
         diagnostics |= info
         if unb:
@@ -485,18 +500,17 @@ def outliers(
                 status = Status.NOT_CONVERGED
                 messages.append(f"{s} outlier at {sign * x_star:.6g} has residual {res:.3g}")
             if not (0.0 < ov <= 1.0 + 1e-8):
-                messages.append(f"{s} outlier at {sign * x_star:.6g}: overlap² = {ov!r} outside (0, 1]")
+                warnings.append(f"{s} outlier at {sign * x_star:.6g}: overlap² = {ov!r} outside (0, 1]")
             lo, hi = sorted((sign * xa, sign * xb))
             found.append(Outlier(sign * x_star, ov, (lo, hi), res, a, s))
     found.sort(key=lambda o: o.location)
-    if not messages and not found:
-        messages.append("no outliers")
     res = Outliers(
         outliers=found,
         left_edge=edges_out["left"],
         right_edge=edges_out["right"],
         status=status,
         message="; ".join(messages),
+        warnings=warnings,
         settings=settings,
         diagnostics=diagnostics,
         elapsed=time.perf_counter() - t0,
@@ -562,9 +576,9 @@ def spike_coordinates(
 
 
 def training_outliers(
-    D: ArrayLike,
-    Vstar: ArrayLike,
-    V: ArrayLike,
+    D: ArrayLike | Law,
+    Vstar: ArrayLike | None,
+    V: ArrayLike | None,
     M: ArrayLike,
     Q: ArrayLike,
     delta: float,
@@ -593,10 +607,12 @@ def training_outliers(
 
     Parameters
     ----------
-    D : array_like, shape (N, m, m) or (N,)
-        Samples of ``D``.
+    D : array_like, shape (N, m, m) or (N,), or Law
+        Samples of ``D``, or a :class:`~dmftsolve.hessian.law.Law` (with its weights).
     Vstar, V, M, Q
-        As in :func:`spike_coordinates`.
+        As in :func:`spike_coordinates`. With a Law, ``Vstar`` and ``V`` may be
+        ``None`` (then ``Law.Vstar`` and ``Law.V``; pass ``V`` explicitly to remove
+        a trained bias).
     delta : float
         Sample ratio ``δ = n/d``.
     hard : sequence of int
@@ -610,6 +626,13 @@ def training_outliers(
     -------
     Outliers
     """
+    if Vstar is None or V is None:
+        if not isinstance(D, Law):
+            raise ValueError("Vstar and V must be given when D is an array (None is only for a Law)")
+        if V is None and D.V is None:
+            raise ValueError("V is None and the Law has no V")
+        Vstar = D.Vstar if Vstar is None else Vstar
+        V = D.V if V is None else V
     Vs = np.asarray(Vstar, dtype=float)
     k = 1 if Vs.ndim == 1 else Vs.shape[1]
     hard_idx = [int(h) for h in hard]
@@ -618,10 +641,11 @@ def training_outliers(
     z = spike_coordinates(Vstar, V, M, Q)
     res = outliers(D, z, delta, side=side, **kwargs)
     other = [j for j in range(k) if j not in hard_idx]
+    split = []
     for o in res.outliers:
         w2 = np.sum(np.asarray(o.direction) ** 2, axis=1)  # per spike coordinate (unit direction)
-        o.parts = {"hard": float(o.overlap2 * w2[hard_idx].sum()),
-                   "target": float(o.overlap2 * w2[other].sum()),
-                   "learned": float(o.overlap2 * w2[k:].sum())}
-    res.settings["spike"] = {"k": k, "learned": int(z.shape[1] - k), "hard": hard_idx}
-    return res
+        split.append(dataclasses.replace(o, parts={"hard": float(o.overlap2 * w2[hard_idx].sum()),
+                                                   "target": float(o.overlap2 * w2[other].sum()),
+                                                   "learned": float(o.overlap2 * w2[k:].sum())}))
+    spike = {"k": k, "learned": int(z.shape[1] - k), "hard": hard_idx}
+    return dataclasses.replace(res, outliers=split, settings=res.settings | {"spike": spike})
