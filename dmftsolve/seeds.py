@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["SeedLike", "as_seed_sequence", "as_generator", "spawn", "child", "seed_record"]
+__all__ = ["SeedLike", "as_seed_sequence", "as_generator", "spawn", "child", "seed_record", "from_record"]
 
 #: Anything accepted as a seed (see the module docstring).
 SeedLike = int | np.random.SeedSequence | np.random.Generator | None
@@ -107,3 +107,13 @@ def seed_record(ss: np.random.SeedSequence) -> dict[str, Any]:
     if not isinstance(ss, np.random.SeedSequence):
         raise ValueError(f"ss must be a numpy SeedSequence, got {ss!r}")
     return {"entropy": ss.entropy, "spawn_key": list(ss.spawn_key)}
+
+
+def from_record(record: dict[str, Any]) -> np.random.SeedSequence:
+    """Rebuild the ``SeedSequence`` of a :func:`seed_record` (e.g. a result's ``settings["root_seed"]``)."""
+    try:
+        return np.random.SeedSequence(record["entropy"], spawn_key=tuple(record["spawn_key"]))
+    except (KeyError, TypeError) as exc:
+        raise ValueError(
+            f"record must be a seed_record dict with entropy and spawn_key, got {record!r}"
+        ) from exc

@@ -18,7 +18,9 @@ from dmftsolve.cli._common import add_problem_arguments, problem_from_args
 from dmftsolve.dynamics.dmft import solve_dmft
 from dmftsolve.dynamics.fixed_point import solve_fixed_point
 from dmftsolve.population import population_loss
-from dmftsolve.simulation.simulator import _child, _seed_sequence, dense_hessian_matrix, gd_step, simulate
+from dmftsolve.seeds import child
+from dmftsolve.simulation.simulator import dense_hessian_matrix, gd_step, simulate
+from dmftsolve.simulation.trials import trial_seed
 
 
 # ----------------------------------------------------------------------------- reference GD
@@ -39,9 +41,9 @@ def _replay_data(problem: Problem, d: int, n: int, seed: int, trial: int) -> tup
     from the simulator's seed streams as ``validation/spectrum_vs_simulation.py::gd_states`` does
     (data stream = child 0, init stream = child 1), the init written out here (random start)."""
     k, m = problem.k, problem.m
-    ss = _child(_seed_sequence(seed), trial)
-    rng_data = np.random.default_rng(_child(ss, 0))
-    rng_init = np.random.default_rng(_child(ss, 1))
+    ss = trial_seed(seed, trial)
+    rng_data = np.random.default_rng(child(ss, 0))
+    rng_init = np.random.default_rng(child(ss, 1))
     X = np.empty((n, d))
     rng_data.standard_normal(out=X)
     eps = rng_data.standard_normal(n)

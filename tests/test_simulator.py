@@ -12,17 +12,20 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dmftsolve import Problem, SolverError, Status
+from dmftsolve.seeds import as_seed_sequence, from_record
+from dmftsolve.simulation.kernels import gd_step_batch
 from dmftsolve.simulation.simulator import (
     DENSE_HESSIAN_LIMIT,
-    _grad_function,
-    _seed_sequence,
     blas_threads,
     blocked_pass,
     dense_hessian_matrix,
     gd_step,
     hessian_operator,
+    make_grad_rows,
     simulate,
+    simulate_shared,
 )
+from dmftsolve.simulation.trials import replay_trial
 
 QUAD = Problem.build(target="z**2", activation="quad", eta=0.05, steps=10)
 
@@ -51,7 +54,7 @@ def test_seed_sequence_and_generator_seeds_are_reproducible():
     c = simulate(QUAD, d=30, delta=2.0, seed=np.random.default_rng(3))
     e = simulate(QUAD, d=30, delta=2.0, seed=np.random.default_rng(3))
     np.testing.assert_array_equal(c.train_loss, e.train_loss)
-    assert _seed_sequence(None).entropy != _seed_sequence(None).entropy
+    assert as_seed_sequence(None).entropy != as_seed_sequence(None).entropy
 
 
 # ----------------------------------------------------------------------------- closed forms
@@ -158,12 +161,15 @@ def test_blocked_step_float32_close_to_float64():
 @given(activation=st.sampled_from(["gelu", "quad", "tanh", "relu", "linear", "erf", "r**3 - r"]),
        loss=st.sampled_from(["square", "logistic", "(y - f)**4/4"]), m=st.integers(1, 3),
        seed=st.integers(0, 2**32 - 1))
-def test_lean_gradient_equals_problem_grad(activation, loss, m, seed):
+def test_batched_gradient_rows_equal_problem_grad_per_trial(activation, loss, m, seed):
+    """make_grad_rows(trials=3) puts trial j in columns j*m:(j+1)*m; each block equals Problem.grad."""
     p = Problem.build(activation=activation, loss=loss, m=m, a=list(np.linspace(0.5, 1.5, m)))
     rng = np.random.default_rng(seed)
-    V, y = rng.standard_normal((17, m)) * 2, rng.standard_normal(17)
-    np.testing.assert_allclose(np.asarray(_grad_function(p)(y, V)), p.grad(y, V),
-                               rtol=1e-12, atol=1e-14)
+    V, y = rng.standard_normal((17, 3 * m)) * 2, rng.standard_normal(17)
+    G = make_grad_rows(p, y, trials=3)(4, 9, V[4:9].copy())
+    for j in range(3):
+        cols = slice(j * m, (j + 1) * m)
+        np.testing.assert_allclose(G[:, cols], p.grad(y[4:9], V[4:9, cols]), rtol=1e-12, atol=1e-14)
 
 
 def test_blocked_pass_rejects_bad_shapes():
@@ -381,3 +387,84 @@ def test_quad_neuron_transition_between_delta_3_and_6():
           np.round(high.cosine[:, -1], 3))
     assert rate_low <= 1 / 3
     assert rate_high >= 1 / 2
+
+
+# ----------------------------------------------------------------------- trial replay, shared-data batches
+def test_replay_trial_reproduces_the_simulated_trajectory():
+    """GD from replay_trial's (X, y, W0) gives the overlaps simulate recorded for that trial."""
+    p = Problem.build(target="z1**2 + z2", activation="gelu", m=2, eta=0.2, steps=5)
+    run = simulate(p, d=30, delta=3.0, seed=4, trials=3)
+    X, y, W, ss = replay_trial(p, d=30, delta=3.0, seed=4, i=2)
+    assert ss.spawn_key == (2,) and run.settings["seeds"][2]["spawn_key"] == [2]
+    for t in range(6):
+        np.testing.assert_allclose(W[:2], run.overlaps[2, t], rtol=1e-12, atol=1e-14)
+        W, _ = gd_step(p, X, y, W)
+    # the root seed record of a result rebuilds the seed
+    X2, *_ = replay_trial(p, 30, 3.0, from_record(run.settings["root_seed"]), 2)
+    np.testing.assert_array_equal(X, X2)
+    with pytest.raises(ValueError, match="seed must be an integer >= 0 or a SeedSequence"):
+        replay_trial(p, 30, 3.0, None, 0)
+
+
+SHARED_CASES = {
+    "gelu m=2, bias, hessian": (
+        Problem.build(target="z1**2 + z2", activation="gelu", m=2, eta=0.2, steps=6, bias=True),
+        dict(eta=[0.2, 0.1, 0.3], q0=[1.0, 0.5, 2.0], hessian_at=(3,), n_eigs=2)),
+    "quad m=1, hold_zero, full gram": (
+        Problem.build(target="z1**2 + z2", activation="quad", eta=0.05, steps=5, hold_zero=[1]),
+        dict(eta=0.05, gram="full", record_every=2)),
+    "tanh m=2, warm start": (
+        Problem.build(target="z1*z2", activation="tanh", m=2, eta=0.3, steps=4, M0=[[0.2, 0.0], [0.0, 0.2]]),
+        dict(eta=[0.3, 0.6, 0.1])),
+}
+
+
+@pytest.mark.parametrize("name", list(SHARED_CASES))
+def test_shared_batch_equals_trial_by_trial(name):
+    """The batched (one GEMM) path agrees with the per-trial path to float round-off."""
+    p, kw = SHARED_CASES[name]
+    a = simulate_shared(p, d=40, delta=3.0, seed=5, trials=3, batch=True, **kw)
+    b = simulate_shared(p, d=40, delta=3.0, seed=5, trials=3, batch=False, **kw)
+    assert a.ok and b.ok and a.settings["batch"] and not b.settings["batch"]
+    for field_name in ("overlaps", "gram", "train_loss", "test_loss", "grad_norm", "cosine", "bias"):
+        np.testing.assert_allclose(getattr(a, field_name), getattr(b, field_name), rtol=1e-9, atol=1e-12,
+                                   err_msg=field_name)
+    for key, value in a.hessian.items():
+        if isinstance(value, np.ndarray) and value.dtype.kind == "f":
+            np.testing.assert_allclose(value, b.hessian[key], rtol=1e-7, atol=1e-9, err_msg=key)
+    # the trials really differ (different init and eta)
+    assert not np.allclose(a.overlaps[0], a.overlaps[1])
+
+
+def test_shared_trial_zero_is_trial_zero_of_simulate():
+    p = Problem.build(target="z**2", activation="gelu", eta=0.2, steps=6)
+    shared = simulate_shared(p, d=40, delta=3.0, seed=8, trials=3)
+    alone = simulate(p, d=40, delta=3.0, seed=8, trials=1)
+    np.testing.assert_allclose(shared.overlaps[0], alone.overlaps[0], rtol=1e-10, atol=1e-13)
+    np.testing.assert_allclose(shared.test_loss[0], alone.test_loss[0], rtol=1e-10)
+    # the other trials start elsewhere on the same data: same train loss formula, other weights
+    assert not np.allclose(shared.overlaps[1, 0], alone.overlaps[0, 0])
+
+
+def test_shared_rejects_bad_eta_and_q0():
+    p = Problem.build(target="z**2", activation="gelu", eta=0.2, steps=2)
+    with pytest.raises(ValueError, match="eta must be a positive number or 3"):
+        simulate_shared(p, d=20, delta=2.0, seed=0, trials=3, eta=[0.1, 0.2])
+    with pytest.raises(ValueError, match="eta must be"):
+        simulate_shared(p, d=20, delta=2.0, seed=0, trials=2, eta=-0.1)
+    with pytest.raises(ValueError, match="q0 must be"):
+        simulate_shared(p, d=20, delta=2.0, seed=0, trials=2, q0=float("nan"))
+    warm = Problem.build(target="z**2", activation="gelu", eta=0.2, steps=2, M0=[[0.3]])
+    with pytest.raises(ValueError, match="q0 applies to a random start only"):
+        simulate_shared(warm, d=20, delta=2.0, seed=0, trials=2, q0=1.0)
+    with pytest.raises(ValueError, match="gram must be"):
+        simulate_shared(p, d=20, delta=2.0, seed=0, gram="bad")
+
+
+def test_gd_step_batch_rejects_bad_shapes():
+    p = Problem.build(target="z**2", activation="gelu", m=2, eta=0.2, steps=2)
+    X, y = np.zeros((5, 4)), np.zeros(5)
+    with pytest.raises(ValueError, match="W must have shape"):
+        gd_step_batch(p, X, y, np.zeros((4, 3)))
+    with pytest.raises(ValueError, match="W must have shape"):
+        gd_step(p, X, y, np.zeros((4, 4)))

@@ -51,14 +51,8 @@ from dmftsolve.dynamics.dmft import solve_dmft
 from dmftsolve.hessian.outlier_equation import outliers
 from dmftsolve.hessian.spectrum import density, edges
 from dmftsolve.results import jsonable
-from dmftsolve.simulation.simulator import (
-    _child,
-    _init_weights,
-    _seed_sequence,
-    dense_hessian_matrix,
-    gd_step,
-    simulate,
-)
+from dmftsolve.simulation.simulator import dense_hessian_matrix, gd_step, simulate
+from dmftsolve.simulation.trials import replay_trial
 from dmftsolve.thresholds.directions import split_directions
 
 OUT = Path(__file__).resolve().parent / "results"
@@ -82,17 +76,7 @@ def gd_states(problem: Problem, d: int, delta: float, seed: int, trial: int,
               at: Sequence[int]) -> Iterator[tuple[int, np.ndarray, np.ndarray, np.ndarray]]:
     """Yield ``(t, X, y, W_t)`` for ``t`` in ``at``, replaying trial ``trial`` of
     ``simulate(problem, d, delta, seed=seed)`` (float64): same data, labels, init and GD."""
-    k = problem.k
-    n = int(round(delta * d))
-    ss = _child(_seed_sequence(seed), trial)
-    rng_data = np.random.default_rng(_child(ss, 0))
-    rng_init = np.random.default_rng(_child(ss, 1))
-    X = np.empty((n, d))
-    rng_data.standard_normal(out=X)
-    eps = rng_data.standard_normal(n)
-    with np.errstate(over="ignore", invalid="ignore"):
-        y = np.asarray(problem.labels(X[:, :k], eps), dtype=float)
-    W = _init_weights(problem, d, rng_init)
+    X, y, W, _ = replay_trial(problem, d, delta, seed, trial)
     want = sorted(set(int(t) for t in at))
     for t in range(want[-1] + 1):
         if t in want:

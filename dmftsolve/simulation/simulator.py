@@ -22,11 +22,12 @@ Set-up, for each trial:
   loss), ``b⁰ = 0`` and ``b ← b − (η/n) Σ_i G_i`` (no ridge, not affected by
   ``hold_zero``).
 
-The GD step reads ``X`` once: :func:`blocked_pass` walks over row blocks
-small enough to stay in cache, computes ``V_b = X_b W``, the gradient
-``g_b`` and accumulates ``X_bᵀ g_b`` before moving on, instead of the two
-full matrix-vector products ``X W`` and ``Xᵀ G``, which each stream the
-whole of ``X`` from memory.
+The GD step is one blocked pass over ``X``
+(:mod:`dmftsolve.simulation.kernels`); the random layout of a trial (which
+stream draws what) is :mod:`dmftsolve.simulation.trials`.
+:func:`simulate_shared` runs trials that share one data set (sweeps over
+the initialisation's seed, ``η`` or ``q0``) as one batch: one matrix-matrix
+product per block of ``X`` and step for all trials.
 
 Examples
 --------
@@ -40,366 +41,72 @@ Examples
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import sys
 import time
 import warnings
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
 import scipy.linalg
 import scipy.sparse.linalg as spla
-import sympy as sp
 
-from dmftsolve._blas import blas_threads
-from dmftsolve._symbolic import _MODULES, _drop_distributions
-from dmftsolve.activations import R
-from dmftsolve.losses import F, Y
 from dmftsolve.problem import Problem, check_delta, check_integer
-from dmftsolve.results import ResultBase, SolverError, Status
-from dmftsolve.seeds import SeedLike, as_seed_sequence, child, seed_record
+from dmftsolve.results import Result, SolverError, Status
+from dmftsolve.seeds import SeedLike, as_seed_sequence, seed_record
+from dmftsolve.simulation.kernels import (
+    BLOCK_BYTES,
+    DENSE_HESSIAN_LIMIT,
+    blas_threads,
+    blocked_pass,
+    default_block_rows,
+    dense_hessian_matrix,
+    gd_step,
+    gd_step_batch,
+    hessian_operator,
+    make_grad_rows,
+)
+from dmftsolve.simulation.trials import (
+    TestDraws,
+    initial_weights,
+    sample_data,
+    sample_test,
+    trial_generators,
+    trial_seed,
+)
 
 __all__ = [
     "SimulationResult",
+    "SimulateOptions",
     "simulate",
-    "blocked_pass",
-    "make_grad_rows",
-    "gd_step",
-    "hessian_operator",
-    "dense_hessian_matrix",
-    "default_block_rows",
+    "simulate_shared",
+    "prepare_simulation",
+    "run_trial",
+    "assemble_trials",
+    "FULL_GRAM_LIMIT",
+    # re-exported from dmftsolve.simulation.kernels
+    "BLOCK_BYTES",
     "DENSE_HESSIAN_LIMIT",
     "blas_threads",
+    "blocked_pass",
+    "default_block_rows",
+    "dense_hessian_matrix",
+    "gd_step",
+    "hessian_operator",
+    "make_grad_rows",
 ]
-
-#: Largest ``d·m`` for which a dense Hessian (``dense_hessian`` / ``full_spectrum``) is built.
-DENSE_HESSIAN_LIMIT = 6000
-
-#: Bytes of ``X`` per row block in :func:`blocked_pass` (tuned with ``benchmarks/bench_simulator.py``).
-BLOCK_BYTES = 8 * 2**20
 
 #: Largest memory (bytes) for the stored iterates behind ``gram="full"``.
 FULL_GRAM_LIMIT = 2 * 2**30
 
-RowFunction = Callable[[int, int, np.ndarray], np.ndarray]
-
-
-# --------------------------------------------------------------------------- the kernel
-def default_block_rows(d: int, itemsize: int) -> int:
-    """Rows per block so that a block of ``X`` holds about :data:`BLOCK_BYTES` bytes."""
-    return max(8, int(BLOCK_BYTES // max(1, d * itemsize)))
-
-
-def blocked_pass(
-    X: np.ndarray,
-    W: np.ndarray,
-    rows: RowFunction,
-    *,
-    block_rows: int | None = None,
-    V_out: np.ndarray | None = None,
-    shift: np.ndarray | None = None,
-) -> np.ndarray:
-    """``Xᵀ G`` with ``G_b = rows(start, stop, X_b W + shift)``, in one blocked pass over ``X``.
-
-    Parameters
-    ----------
-    X : ndarray, shape (n, d)
-        C-contiguous data (float32 or float64); never copied.
-    W : ndarray, shape (d, m)
-        Weights; cast to ``X.dtype`` for the products.
-    rows : callable
-        ``rows(start, stop, V_b)`` returns ``G`` for rows ``start:stop`` given
-        their pre-activations ``V_b = X[start:stop] @ W`` (shape ``(b, m)``).
-    block_rows : int, optional
-        Rows per block; default :func:`default_block_rows`.
-    V_out : ndarray, shape (n, m), optional
-        If given (C-contiguous, dtype ``X.dtype``), receives ``X W + shift``.
-    shift : ndarray, shape (m,), optional
-        Added to every row of the pre-activations (the bias ``b``); default none.
-
-    Returns
-    -------
-    ndarray, shape (d, m), float64
-        ``Xᵀ G``; each block's product is formed in ``X.dtype`` while the
-        block is in cache, and the blocks are summed in float64.
-    """
-    n, d = X.shape
-    if W.ndim != 2 or W.shape[0] != d:
-        raise ValueError(f"W must have shape (d, m) with d={d}, got {W.shape}")
-    m = W.shape[1]
-    b = default_block_rows(d, X.itemsize) if block_rows is None else int(block_rows)
-    if b < 1:
-        raise ValueError(f"block_rows must be >= 1, got {block_rows!r}")
-    Wc = np.ascontiguousarray(W, dtype=X.dtype)
-    acc = np.zeros((d, m), dtype=np.float64)
-    tmp = np.empty((d, m), dtype=X.dtype)
-    Vbuf = V_out if V_out is not None else np.empty((min(b, n), m), dtype=X.dtype)
-    for start in range(0, n, b):
-        stop = min(start + b, n)
-        Xb = X[start:stop]
-        Vb = Vbuf[start:stop] if V_out is not None else Vbuf[: stop - start]
-        np.matmul(Xb, Wc, out=Vb)
-        if shift is not None:
-            Vb += shift
-        Gb = np.asarray(rows(start, stop, Vb), dtype=X.dtype)
-        np.matmul(Xb.T, Gb, out=tmp)
-        acc += tmp
-    return acc
-
-
-def _grad_function(problem: Problem) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
-    """A lean ``(y, V) -> g(y, V)`` for many small calls (equal to ``problem.grad``).
-
-    ``problem.grad`` evaluates three compiled expressions with input checks
-    and copies; in the blocked pass it is called once per block, so its fixed
-    cost matters. For ``m = 1`` the chain rule is fused into one sympy
-    expression ``a ∂_f loss(y, a σ(r)) σ'(r)``; for ``m > 1`` the three raw
-    expressions are combined with numpy. The caller sets ``np.errstate``.
-    """
-    a = problem.network.a_array
-    sigma = problem.network.sympy_expr
-    dsigma = _drop_distributions(sp.diff(sigma, R))
-    dloss = _drop_distributions(sp.diff(problem.loss.sympy_expr, F))
-    if problem.m == 1:
-        a0 = sp.Float(float(a[0]))
-        expr = _drop_distributions(a0 * dloss.subs(F, a0 * sigma) * dsigma)
-        raw = sp.lambdify([Y, R], expr, modules=_MODULES)
-
-        def grad1(y: np.ndarray, V: np.ndarray) -> np.ndarray:
-            out = raw(y[:, None], V)
-            return np.broadcast_to(out, V.shape)
-
-        return grad1
-    raw_s = sp.lambdify([R], sigma, modules=_MODULES)
-    raw_ds = sp.lambdify([R], dsigma, modules=_MODULES)
-    raw_dl = sp.lambdify([Y, F], dloss, modules=_MODULES)
-
-    def grad(y: np.ndarray, V: np.ndarray) -> np.ndarray:
-        f = np.broadcast_to(raw_s(V), V.shape) @ a
-        lf = np.broadcast_to(raw_dl(y, f), y.shape)
-        return (lf[:, None] * a) * raw_ds(V)
-
-    return grad
-
-
-def make_grad_rows(problem: Problem, y: np.ndarray) -> RowFunction:
-    """Row function for :func:`blocked_pass` giving ``G_i = g(y_i, V_i)``."""
-    gfun = _grad_function(problem)
-    y = np.asarray(y, dtype=np.float64)
-
-    def rows(start: int, stop: int, Vb: np.ndarray) -> np.ndarray:
-        return gfun(y[start:stop], Vb)
-
-    return rows
-
-
-def gd_step(
-    problem: Problem,
-    X: np.ndarray,
-    y: np.ndarray,
-    W: np.ndarray,
-    *,
-    b: np.ndarray | None = None,
-    block_rows: int | None = None,
-    rows: RowFunction | None = None,
-    V_out: np.ndarray | None = None,
-) -> tuple[np.ndarray, ...]:
-    """One GD step ``W ← W − η ∇_W L(W, b)`` (and ``b ← b − η ∂L/∂b``) by one blocked pass over ``X``.
-
-    Parameters
-    ----------
-    problem : Problem
-        Supplies ``g``, ``η`` and ``λ``; ``hold_zero`` rows are zeroed.
-    X : ndarray, shape (n, d)
-        Covariates (float32 or float64, C-contiguous).
-    y : ndarray, shape (n,)
-        Labels.
-    W : ndarray, shape (d, m)
-        Current weights (float64).
-    b : ndarray, shape (m,), optional
-        Current bias; required when ``problem.bias`` is True and refused
-        otherwise.
-    block_rows : int, optional
-        Rows per block of :func:`blocked_pass`.
-    rows : callable, optional
-        A prebuilt :func:`make_grad_rows` (saves rebuilding it every step).
-    V_out : ndarray, shape (n, m), optional
-        Receives the pre-activations ``X W + b`` at the current ``(W, b)``.
-
-    Returns
-    -------
-    W_new : ndarray, shape (d, m)
-        The weights after the step.
-    grad : ndarray, shape (d, m)
-        ``∇_W L = (1/n) Xᵀ G + λ W`` with ``hold_zero`` rows set to zero.
-    b_new : ndarray, shape (m,)
-        Only when ``b`` is given: the bias after the step.
-    grad_b : ndarray, shape (m,)
-        Only when ``b`` is given: ``∂L/∂b = (1/n) Σ_i G_i`` (no ridge).
-
-    Raises
-    ------
-    ValueError
-        If ``b`` is missing for a problem with a bias, given for one
-        without, or not of shape ``(m,)``.
-    """
-    n = X.shape[0]
-    t = problem.training
-    if problem.bias and b is None:
-        raise ValueError("problem has bias=True: gd_step needs the current bias b (shape (m,))")
-    if b is not None and not problem.bias:
-        raise ValueError("b was given but the problem has bias=False")
-    rows = make_grad_rows(problem, y) if rows is None else rows
-    gsum = None
-    shift = None
-    if b is not None:
-        shift = np.asarray(b, dtype=np.float64)
-        if shift.shape != (problem.m,):
-            raise ValueError(f"b must have shape (m,)=({problem.m},), got {shift.shape}")
-        gsum = np.zeros(problem.m)
-        inner = rows
-
-        def rows(start: int, stop: int, Vb: np.ndarray) -> np.ndarray:
-            Gb = np.asarray(inner(start, stop, Vb), dtype=np.float64)
-            gsum[:] += Gb.sum(axis=0)
-            return Gb
-
-    with np.errstate(over="ignore", invalid="ignore", divide="ignore", under="ignore"):
-        grad = blocked_pass(X, W, rows, block_rows=block_rows, V_out=V_out, shift=shift)
-        grad /= n
-        if t.lam:
-            grad += t.lam * W
-    hz = list(t.hold_zero)
-    if hz:
-        grad[hz] = 0.0
-    W_new = W - t.eta * grad
-    if hz:
-        W_new[hz] = 0.0
-    if gsum is None:
-        return W_new, grad
-    grad_b = gsum / n
-    return W_new, grad, shift - t.eta * grad_b, grad_b
-
-
-# --------------------------------------------------------------------------- Hessian
-def _preactivations(problem: Problem, X: np.ndarray, W: np.ndarray, b: np.ndarray | None) -> np.ndarray:
-    """``X W (+ b)`` in float64 (products in ``X.dtype``); ``b`` is required iff ``problem.bias``."""
-    if problem.bias and b is None:
-        raise ValueError("problem has bias=True: the Hessian needs the current bias b (shape (m,))")
-    if b is not None and not problem.bias:
-        raise ValueError("b was given but the problem has bias=False")
-    V = np.asarray(X @ np.asarray(W, dtype=X.dtype), dtype=np.float64)
-    if b is not None:
-        b = np.asarray(b, dtype=np.float64)
-        if b.shape != (problem.m,):
-            raise ValueError(f"b must have shape (m,)=({problem.m},), got {b.shape}")
-        V += b
-    return V
-
-
-def _hess_rows(problem: Problem, y: np.ndarray, V: np.ndarray) -> RowFunction:
-    """Row function ``U_b -> D_b U_b`` (per-sample ``D_i = ∇²_V ℓ``)."""
-    with np.errstate(over="ignore", invalid="ignore"):
-        D = problem.hess(y, np.asarray(V, dtype=np.float64))
-    if problem.m == 1:
-        D1 = D[:, 0, :]  # (n, 1)
-
-        def rows1(start: int, stop: int, Ub: np.ndarray) -> np.ndarray:
-            return D1[start:stop] * Ub
-
-        return rows1
-
-    def rows(start: int, stop: int, Ub: np.ndarray) -> np.ndarray:
-        return np.einsum("bij,bj->bi", D[start:stop], Ub)
-
-    return rows
-
-
-def hessian_operator(
-    problem: Problem,
-    X: np.ndarray,
-    y: np.ndarray,
-    W: np.ndarray,
-    *,
-    b: np.ndarray | None = None,
-    block_rows: int | None = None,
-) -> spla.LinearOperator:
-    """Matrix-free ``∇²_W L(W, b)`` on ``Δ ∈ R^{d×m}`` flattened row-major (index ``i·m + j``).
-
-    ``H[Δ] = (1/n) Σ_i x_i (D_i Δᵀ x_i)ᵀ + λΔ`` (``THEORY.md`` §3), each
-    product one :func:`blocked_pass` over ``X``. ``D_i`` is evaluated at
-    ``V_i = Wᵀx_i + b`` (``b``, shape ``(m,)``, the bias: required when
-    ``problem.bias`` and refused otherwise); the Hessian is the ``W`` block
-    only: the rows and columns of the bias are not included.
-    """
-    n, d = X.shape
-    m = problem.m
-    V = _preactivations(problem, X, W, b)
-    rows = _hess_rows(problem, y, V)
-    lam = problem.training.lam
-
-    def matvec(v: np.ndarray) -> np.ndarray:
-        Delta = np.asarray(v, dtype=np.float64).reshape(d, m)
-        out = blocked_pass(X, Delta, rows, block_rows=block_rows) / n
-        if lam:
-            out += lam * Delta
-        return out.ravel()
-
-    return spla.LinearOperator((d * m, d * m), matvec=matvec, rmatvec=matvec, dtype=np.float64)
-
-
-def dense_hessian_matrix(
-    problem: Problem,
-    X: np.ndarray,
-    y: np.ndarray,
-    W: np.ndarray,
-    *,
-    b: np.ndarray | None = None,
-    block_rows: int | None = None,
-) -> np.ndarray:
-    """The dense ``(d·m) × (d·m)`` Hessian (same flattening as :func:`hessian_operator`).
-
-    With a bias ``b`` (required when ``problem.bias``, refused otherwise),
-    ``∇²_W L`` at ``(W, b)`` (the bias block is not included).
-
-    Raises
-    ------
-    ValueError
-        If ``d·m`` exceeds :data:`DENSE_HESSIAN_LIMIT`.
-    """
-    n, d = X.shape
-    m = problem.m
-    if d * m > DENSE_HESSIAN_LIMIT:
-        raise ValueError(
-            f"dense Hessian needs d*m <= {DENSE_HESSIAN_LIMIT}, got d*m={d * m}; "
-            "use the Lanczos path (dense_hessian=False, full_spectrum=False)"
-        )
-    V = _preactivations(problem, X, W, b)
-    with np.errstate(over="ignore", invalid="ignore"):
-        D = problem.hess(y, V)
-    H = np.zeros((d, m, d, m))
-    b = default_block_rows(d, 8) if block_rows is None else int(block_rows)
-    for start in range(0, n, b):
-        Xb = np.asarray(X[start:start + b], dtype=np.float64)
-        Db = D[start:start + b]
-        for j in range(m):
-            for l in range(m):
-                H[:, j, :, l] += Xb.T @ (Db[:, j, l, None] * Xb)
-    H /= n
-    H = H.reshape(d * m, d * m)
-    H = 0.5 * (H + H.T)
-    lam = problem.training.lam
-    if lam:
-        H[np.diag_indices_from(H)] += lam
-    return H
-
 
 # --------------------------------------------------------------------------- result
-@dataclass(repr=False)
-class SimulationResult(ResultBase):
+@dataclass(frozen=True, kw_only=True, repr=False, eq=False)
+class SimulationResult(Result):
     """Trajectories of finite-d GD, one row per trial.
 
     Arrays have leading axes ``(trials, recorded steps)``; ``R`` below is the
@@ -407,8 +114,8 @@ class SimulationResult(ResultBase):
 
     Attributes
     ----------
-    status, message, settings, diagnostics, elapsed
-        See :class:`~dmftsolve.results.ResultBase`. ``settings`` holds ``d``,
+    status, message, settings, diagnostics, elapsed, version, warnings
+        See :class:`~dmftsolve.results.Result`. ``settings`` holds ``d``,
         ``n``, ``delta``, ``trials``, the per-trial seeds (entropy and spawn
         key of each ``SeedSequence``), ``dtype``, ``block_rows`` and the problem.
     steps : ndarray, shape (R,)
@@ -443,11 +150,6 @@ class SimulationResult(ResultBase):
         ``spectrum`` (trials, H, d·m) when ``full_spectrum=True``.
     """
 
-    status: Status
-    message: str
-    settings: dict[str, Any]
-    diagnostics: dict[str, Any]
-    elapsed: float
     steps: np.ndarray
     overlaps: np.ndarray
     gram: np.ndarray
@@ -505,10 +207,14 @@ class SimulationResult(ResultBase):
         return p, math.sqrt(p * (1.0 - p) / s.size)
 
 
-# --------------------------------------------------------------------------- helpers
+# --------------------------------------------------------------------------- options
 @dataclass(frozen=True)
-class _Options:
-    """Per-trial settings (picklable, sent to executor workers)."""
+class SimulateOptions:
+    """Validated per-trial settings of :func:`simulate` (picklable, sent to executor workers).
+
+    Built by :func:`prepare_simulation`; the fields are the keywords of
+    :func:`simulate` of the same names (``dtype`` as its name).
+    """
 
     gram: str
     record_every: int
@@ -522,11 +228,9 @@ class _Options:
     block_rows: int | None
     blas_threads: int | None = 1
 
-
-# Transitional aliases (the public versions live in dmftsolve.seeds).
-_seed_sequence = as_seed_sequence
-_child = child
-_seed_record = seed_record
+    @property
+    def hessian_method(self) -> str:
+        return "dense" if (self.dense_hessian or self.full_spectrum) else "lanczos"
 
 
 def _dtype(value: Any) -> np.dtype:
@@ -539,6 +243,14 @@ def _dtype(value: Any) -> np.dtype:
     return dt
 
 
+def _recorded_steps(T: int, every: int) -> np.ndarray:
+    s = list(range(0, T + 1, every))
+    if s[-1] != T:
+        s.append(T)
+    return np.asarray(s, dtype=int)
+
+
+# --------------------------------------------------------------------------- one trial
 def _cosines(M: np.ndarray, G: np.ndarray) -> tuple[float, np.ndarray]:
     """Largest principal cosine and per-direction ``‖P_W θ_i‖`` from ``M = Θᵀ W`` and ``G = WᵀW``.
 
@@ -552,46 +264,88 @@ def _cosines(M: np.ndarray, G: np.ndarray) -> tuple[float, np.ndarray]:
     return top, per
 
 
-def _psd_sqrt(Q: np.ndarray) -> np.ndarray:
-    w, U = np.linalg.eigh(0.5 * (Q + Q.T))
-    return (U * np.sqrt(np.clip(w, 0.0, None))) @ U.T
-
-
 def _psd_factor(Q: np.ndarray) -> np.ndarray:
     """``L`` with ``L Lᵀ = Q`` for a positive semidefinite ``Q`` (clipping round-off)."""
     w, U = np.linalg.eigh(0.5 * (Q + Q.T))
     return U * np.sqrt(np.clip(w, 0.0, None))
 
 
-def _init_weights(problem: Problem, d: int, rng: np.random.Generator) -> np.ndarray:
-    k, m = problem.k, problem.m
-    init = problem.training.init
-    if init.kind == "random":
-        W = rng.standard_normal((d, m)) * math.sqrt(init.q0 / d)
-    else:
-        W = np.zeros((d, m))
-        W[:k] = init.overlaps(k, m)
-        B = rng.standard_normal((d - k, m))
-        Qb, _ = np.linalg.qr(B)
-        W[k:] = Qb @ _psd_sqrt(init.gram(m))
-    W[list(problem.training.hold_zero)] = 0.0
-    return W
+_RECORDED = ("overlaps", "gram", "train_loss", "test_loss", "test_loss_stderr", "grad_norm",
+             "cosine", "cosine_per_direction", "bias")
+_HESSIAN_KEYS = ("low", "high", "low_overlap_hard", "high_overlap_hard",
+                 "low_overlap_target", "high_overlap_target")
 
 
-def _recorded_steps(T: int, every: int) -> np.ndarray:
-    s = list(range(0, T + 1, every))
-    if s[-1] != T:
-        s.append(T)
-    return np.asarray(s, dtype=int)
+class _Recorder:
+    """The recorded arrays of one trial, filled step by step."""
+
+    def __init__(self, problem: Problem, d: int, y: np.ndarray, test: TestDraws,
+                 opts: SimulateOptions, n_recorded: int) -> None:
+        k, m = problem.k, problem.m
+        self.problem, self.y, self.test, self.opts = problem, y, test, opts
+        shapes = {"overlaps": (k, m), "gram": (m, m), "cosine_per_direction": (k,), "bias": (m,)}
+        self.out: dict[str, Any] = {name: np.full((n_recorded, *shapes.get(name, ())), np.nan)
+                                    for name in _RECORDED}
+        self.history = np.full((n_recorded, d, m), np.nan) if opts.gram == "full" else None
+        H = len(opts.hessian_at)
+        self.hess: dict[str, Any] = {}
+        if H:
+            for key in _HESSIAN_KEYS:
+                self.hess[key] = np.full((H, opts.n_eigs), np.nan)
+            if opts.full_spectrum:
+                self.hess["spectrum"] = np.full((H, d * m), np.nan)
+            self.hess["converged"] = np.zeros(H, dtype=bool)
+        self.status, self.message, self.done = Status.SUCCESS, "", False
+
+    def record(self, i: int, t: int, W: np.ndarray, V: np.ndarray, grad: np.ndarray,
+               b: np.ndarray | None) -> None:
+        """Record step ``t`` at row ``i``; a non-finite value ends the trial."""
+        problem, out, test, k = self.problem, self.out, self.test, self.problem.k
+        with np.errstate(over="ignore", invalid="ignore"):
+            M = W[:k].copy()
+            G = W.T @ W
+            out["overlaps"][i] = M
+            out["gram"][i] = G
+            out["train_loss"][i] = float(np.mean(problem.loss_value(self.y, np.asarray(V, np.float64))))
+            out["bias"][i] = 0.0 if b is None else b
+            if np.all(np.isfinite(W)):
+                Vt = test.z @ M + test.xi @ _psd_factor(W[k:].T @ W[k:]).T
+            else:
+                Vt = np.full((test.z.shape[0], problem.m), np.nan)
+            if b is not None:
+                Vt = Vt + b
+            lt = problem.loss_value(test.y, Vt)
+            out["test_loss"][i] = float(np.mean(lt))
+            out["test_loss_stderr"][i] = float(np.std(lt, ddof=1) / math.sqrt(lt.size))
+            out["grad_norm"][i] = float(np.linalg.norm(grad))
+            if np.all(np.isfinite(G)) and np.all(np.isfinite(M)):
+                out["cosine"][i], out["cosine_per_direction"][i] = _cosines(M, G)
+        if self.history is not None:
+            self.history[i] = W
+        finite = all(np.all(np.isfinite(out[key][i])) for key in
+                     ("overlaps", "gram", "train_loss", "grad_norm", "cosine", "bias"))
+        if not finite:
+            self.status, self.message, self.done = Status.NONFINITE, f"non-finite values at step {t}", True
+
+    def finish(self, steps: np.ndarray, elapsed: float) -> dict[str, Any]:
+        """The per-trial output dict (arrays, ``hessian``, ``status``, ``message``, ...)."""
+        if self.hess and not np.all(self.hess["converged"]) and self.status.ok:
+            self.status = Status.NOT_CONVERGED
+            self.message = "Lanczos (eigsh) did not converge at some Hessian steps"
+        out = self.out
+        if self.history is not None:
+            out["gram"] = np.einsum("tdi,sdj->tsij", self.history, self.history)
+        out.update(hessian=self.hess, status=self.status, message=self.message,
+                   elapsed=elapsed, steps=steps)
+        return out
 
 
-# --------------------------------------------------------------------------- one trial
 def _hessian_eigs(
     problem: Problem,
     X: np.ndarray,
     y: np.ndarray,
     W: np.ndarray,
-    opts: _Options,
+    opts: SimulateOptions,
     rng: np.random.Generator,
     b: np.ndarray | None = None,
 ) -> dict[str, Any]:
@@ -634,154 +388,130 @@ def _hessian_eigs(
     return info
 
 
-def _run_trial(
+def _gd_loop(
+    problem: Problem,
+    X: np.ndarray,
+    y: np.ndarray,
+    W0: Sequence[np.ndarray],
+    etas: np.ndarray,
+    tests: Sequence[TestDraws],
+    opts: SimulateOptions,
+    hess_rngs: Sequence[np.random.Generator],
+    progress: Any = None,
+) -> list[dict[str, Any]]:
+    """GD of ``B = len(W0)`` trials sharing ``(X, y)``, stepped together by :func:`gd_step_batch`.
+
+    Trial ``r`` starts at ``W0[r]`` with learning rate ``etas[r]``, is
+    evaluated on ``tests[r]`` and draws Lanczos start vectors from
+    ``hess_rngs[r]``; a trial that turns non-finite stops being recorded.
+    Returns one output dict per trial (:meth:`_Recorder.finish`).
+    """
+    t0 = time.perf_counter()
+    n, d = X.shape
+    m, T, B = problem.m, problem.training.steps, len(W0)
+    steps = _recorded_steps(T, opts.record_every)
+    rec_index = {int(s): i for i, s in enumerate(steps)}
+    hess_index = {s: i for i, s in enumerate(opts.hessian_at)}
+    recs = [_Recorder(problem, d, y, tests[r], opts, len(steps)) for r in range(B)]
+    W = np.concatenate([np.asarray(w, dtype=np.float64) for w in W0], axis=1)
+    b = np.zeros(B * m) if problem.bias else None
+    rows = make_grad_rows(problem, y, trials=B)
+    V = np.empty((n, B * m), dtype=X.dtype)
+    with blas_threads(opts.blas_threads):
+        for t in range(T + 1):
+            step = gd_step_batch(problem, X, y, W, eta=etas, b=b, block_rows=opts.block_rows,
+                                 rows=rows, V_out=V)
+            i, j = rec_index.get(t), hess_index.get(t)
+            for r, rec in enumerate(recs):
+                cols = slice(r * m, (r + 1) * m)
+                Wr, br = np.ascontiguousarray(W[:, cols]), None if b is None else b[cols]
+                if i is not None and not rec.done:
+                    rec.record(i, t, Wr, V[:, cols], step.grad[:, cols], br)
+                if j is not None and not rec.done:
+                    with np.errstate(over="ignore", invalid="ignore"):
+                        info = _hessian_eigs(problem, X, y, Wr, opts, hess_rngs[r], br)
+                    for key, val in info.items():
+                        rec.hess[key][j] = val
+            if all(rec.done for rec in recs):
+                break
+            W, b = step.W, step.b
+            if progress is not None:
+                progress.update(B)
+    elapsed = (time.perf_counter() - t0) / B
+    return [rec.finish(steps, elapsed) for rec in recs]
+
+
+def run_trial(
     problem: Problem,
     d: int,
     n: int,
     ss: np.random.SeedSequence,
-    opts: _Options,
+    opts: SimulateOptions,
     progress: Any = None,
 ) -> dict[str, Any]:
-    """Run one trial; returns a dict of per-trial arrays and a status."""
+    """Run the trial seeded by ``ss`` (:mod:`~dmftsolve.simulation.trials` layout).
+
+    Returns a dict of its recorded arrays (leading axis: recorded steps),
+    ``hessian``, ``status``, ``message``, ``elapsed`` and ``steps``, which
+    :func:`assemble_trials` stacks into a :class:`SimulationResult`.
+    """
     t0 = time.perf_counter()
-    k, m = problem.k, problem.m
-    tr = problem.training
-    T = tr.steps
-    dtype = np.dtype(opts.dtype)
-    rng_data, rng_init, rng_test, rng_hess = (np.random.default_rng(_child(ss, i)) for i in range(4))
-
-    # data: X generated in place, never copied; V* = X[:, :k]
-    X = np.empty((n, d), dtype=dtype)
-    if dtype == np.float64:
-        rng_data.standard_normal(out=X)
-    else:  # the float64 stream rounded, by row blocks: same data as float64 up to rounding
-        b = default_block_rows(d, 8)
-        for start in range(0, n, b):
-            X[start:start + b] = rng_data.standard_normal((min(b, n - start), d))
-    eps = rng_data.standard_normal(n)
-    with np.errstate(over="ignore", invalid="ignore"):
-        y = np.asarray(problem.labels(np.asarray(X[:, :k], dtype=np.float64), eps), dtype=float)
-    W = _init_weights(problem, d, rng_init)
-
-    # test set: the exact law of (Θ*ᵀx, Wᵀx) for fresh x given W (common random numbers)
-    zt = rng_test.standard_normal((opts.n_test, k))
-    xit = rng_test.standard_normal((opts.n_test, m))
-    with np.errstate(over="ignore", invalid="ignore"):
-        yt = np.asarray(problem.labels(zt, rng_test.standard_normal(opts.n_test)), dtype=float)
-
-    steps = _recorded_steps(T, opts.record_every)
-    Rn = len(steps)
-    rec_index = {int(s): i for i, s in enumerate(steps)}
-    out: dict[str, Any] = {
-        "overlaps": np.full((Rn, k, m), np.nan),
-        "gram": np.full((Rn, m, m), np.nan),
-        "train_loss": np.full(Rn, np.nan),
-        "test_loss": np.full(Rn, np.nan),
-        "test_loss_stderr": np.full(Rn, np.nan),
-        "grad_norm": np.full(Rn, np.nan),
-        "cosine": np.full(Rn, np.nan),
-        "cosine_per_direction": np.full((Rn, k), np.nan),
-        "bias": np.full((Rn, m), np.nan),
-    }
-    history = np.full((Rn, d, m), np.nan) if opts.gram == "full" else None
-    H = len(opts.hessian_at)
-    hess: dict[str, Any] = {}
-    if H:
-        ne = opts.n_eigs
-        for key in ("low", "high", "low_overlap_hard", "high_overlap_hard",
-                    "low_overlap_target", "high_overlap_target"):
-            hess[key] = np.full((H, ne), np.nan)
-        if opts.full_spectrum:
-            hess["spectrum"] = np.full((H, d * m), np.nan)
-        hess["converged"] = np.zeros(H, dtype=bool)
-    hess_index = {s: i for i, s in enumerate(opts.hessian_at)}
-
-    status, message = Status.SUCCESS, ""
-    rows = make_grad_rows(problem, y)
-    V = np.empty((n, m), dtype=dtype)
-    b = np.zeros(m) if problem.bias else None
-    b_new = None
-    with blas_threads(opts.blas_threads):
-        for t in range(T + 1):
-            if b is None:
-                W_new, grad = gd_step(problem, X, y, W, block_rows=opts.block_rows, rows=rows, V_out=V)
-            else:
-                W_new, grad, b_new, _ = gd_step(problem, X, y, W, b=b, block_rows=opts.block_rows,
-                                                rows=rows, V_out=V)
-            i = rec_index.get(t)
-            if i is not None:
-                with np.errstate(over="ignore", invalid="ignore"):
-                    Vf = np.asarray(V, dtype=np.float64)
-                    M = W[:k].copy()
-                    G = W.T @ W
-                    out["overlaps"][i] = M
-                    out["gram"][i] = G
-                    out["train_loss"][i] = float(np.mean(problem.loss_value(y, Vf)))
-                    out["bias"][i] = 0.0 if b is None else b
-                    Vt = zt @ M + xit @ _psd_factor(W[k:].T @ W[k:]).T if np.all(np.isfinite(W)) \
-                        else np.full((opts.n_test, m), np.nan)
-                    if b is not None:
-                        Vt = Vt + b
-                    lt = problem.loss_value(yt, Vt)
-                    out["test_loss"][i] = float(np.mean(lt))
-                    out["test_loss_stderr"][i] = float(np.std(lt, ddof=1) / math.sqrt(opts.n_test))
-                    out["grad_norm"][i] = float(np.linalg.norm(grad))
-                    if np.all(np.isfinite(G)) and np.all(np.isfinite(M)):
-                        out["cosine"][i], out["cosine_per_direction"][i] = _cosines(M, G)
-                if history is not None:
-                    history[i] = W
-                finite = all(np.all(np.isfinite(out[key][i])) for key in
-                             ("overlaps", "gram", "train_loss", "grad_norm", "cosine", "bias"))
-                if not finite:
-                    status = Status.NONFINITE
-                    message = f"non-finite values at step {t}"
-                    break
-            j = hess_index.get(t)
-            if j is not None:
-                with np.errstate(over="ignore", invalid="ignore"):
-                    info = _hessian_eigs(problem, X, y, W, opts, rng_hess, b)
-                for key, val in info.items():
-                    hess[key][j] = val
-            W = W_new
-            if b is not None:
-                b = b_new
-            if progress is not None:
-                progress.update(1)
-    if H and not np.all(hess["converged"]) and status.ok:
-        status = Status.NOT_CONVERGED
-        message = "Lanczos (eigsh) did not converge at some Hessian steps"
-    if history is not None:
-        out["gram"] = np.einsum("tdi,sdj->tsij", history, history)
-    out["hessian"] = hess
-    out["status"] = status
-    out["message"] = message
+    gens = trial_generators(ss)
+    X, y = sample_data(problem, d, n, gens.data, dtype=opts.dtype)
+    W0 = initial_weights(problem, d, gens.init)
+    test = sample_test(problem, opts.n_test, gens.test)
+    (out,) = _gd_loop(problem, X, y, [W0], np.array([problem.training.eta]), [test], opts,
+                      [gens.hessian], progress)
     out["elapsed"] = time.perf_counter() - t0
-    out["steps"] = steps
     return out
 
 
-def _assemble(
+def assemble_trials(
     trials: list[dict[str, Any]],
-    settings: dict[str, Any],
-    hessian_meta: dict[str, Any],
+    problem: Problem,
+    d: int,
+    n: int,
+    delta: float,
+    seeds: Sequence[np.random.SeedSequence],
+    opts: SimulateOptions,
     elapsed: float,
+    *,
+    root: np.random.SeedSequence | None = None,
+    extra_settings: dict[str, Any] | None = None,
 ) -> SimulationResult:
-    """Stack per-trial outputs into a :class:`SimulationResult`."""
-    names = ("overlaps", "gram", "train_loss", "test_loss", "test_loss_stderr", "grad_norm",
-             "cosine", "cosine_per_direction", "bias")
-    arrays = {name: np.stack([t[name] for t in trials]) for name in names}
+    """Stack the outputs of :func:`run_trial` into a :class:`SimulationResult`.
+
+    ``seeds`` are the trials' seeds and ``root`` the root they were spawned
+    from (both recorded in ``settings``); ``extra_settings`` are added to it.
+    """
+    arrays = {name: np.stack([t[name] for t in trials]) for name in _RECORDED}
     hessian: dict[str, Any] = {}
     if trials[0]["hessian"]:
-        hessian = dict(hessian_meta)
+        hessian = {"steps": np.asarray(opts.hessian_at, dtype=int), "method": opts.hessian_method,
+                   "hard": list(opts.hard)}
         for key in trials[0]["hessian"]:
             hessian[key] = np.stack([t["hessian"][key] for t in trials])
     bad = [(i, t) for i, t in enumerate(trials) if not t["status"].ok]
-    if not bad:
-        status, message = Status.SUCCESS, ""
-    else:
+    status, message = Status.SUCCESS, ""
+    if bad:
         statuses = {t["status"] for _, t in bad}
         status = Status.NONFINITE if Status.NONFINITE in statuses else bad[0][1]["status"]
         message = "; ".join(f"trial {i}: {t['message']}" for i, t in bad)
+    settings = {
+        "d": d, "n": n, "delta": delta, "trials": len(seeds),
+        "seeds": [seed_record(s) for s in seeds],
+        "dtype": opts.dtype,
+        "block_rows": opts.block_rows if opts.block_rows is not None
+        else default_block_rows(d, np.dtype(opts.dtype).itemsize),
+        "record_every": opts.record_every, "n_test": opts.n_test, "gram": opts.gram,
+        "hessian_at": list(opts.hessian_at), "n_eigs": opts.n_eigs,
+        "hessian_method": opts.hessian_method, "hard": list(opts.hard),
+        "blas_threads": opts.blas_threads,
+        "theta_star": "first k coordinate axes",
+        "problem": problem.to_dict(),
+        **({} if root is None else {"root_seed": seed_record(root)}),
+        **(extra_settings or {}),
+    }
     diagnostics = {
         "trial_elapsed": [t["elapsed"] for t in trials],
         "trial_status": [t["status"].value for t in trials],
@@ -792,25 +522,33 @@ def _assemble(
     )
 
 
-def _prepare(
+def prepare_simulation(
     problem: Problem,
     d: Any,
     delta: Any,
     *,
-    trials: Any,
-    gram: str,
-    record_every: Any,
-    n_test: Any,
-    hessian_at: Iterable[int],
-    n_eigs: Any,
-    dense_hessian: bool,
-    full_spectrum: bool,
-    hard: Sequence[int] | None,
-    dtype: Any,
-    block_rows: Any,
+    trials: Any = 1,
+    gram: str = "diag",
+    record_every: Any = 1,
+    n_test: Any = None,
+    hessian_at: Iterable[int] = (),
+    n_eigs: Any = 4,
+    dense_hessian: bool = False,
+    full_spectrum: bool = False,
+    hard: Sequence[int] | None = None,
+    dtype: Any = np.float64,
+    block_rows: Any = None,
     blas_threads: Any = 1,
-) -> tuple[int, int, float, int, _Options]:
-    """Validate the arguments of :func:`simulate`; return ``(d, n, delta, trials, options)``."""
+) -> tuple[int, int, float, int, SimulateOptions]:
+    """Validate the arguments of :func:`simulate`; return ``(d, n, delta, trials, options)``.
+
+    The keywords and their defaults are those of :func:`simulate`.
+
+    Raises
+    ------
+    ValueError
+        For an invalid argument, naming it.
+    """
     if not isinstance(problem, Problem):
         raise ValueError(f"problem must be a Problem, got {problem!r}")
     k, m = problem.k, problem.m
@@ -862,40 +600,12 @@ def _prepare(
             f"gram='full' would store {Rn} iterates of size {d}x{m} "
             f"({Rn * d * m * 8 / 2**30:.1f} GiB); raise record_every"
         )
-    opts = _Options(gram=gram, record_every=record_every, n_test=n_test,
-                    hessian_at=tuple(hess_steps), n_eigs=n_eigs,
-                    dense_hessian=bool(dense_hessian), full_spectrum=bool(full_spectrum),
-                    hard=hard_t, dtype=dt.name, block_rows=block_rows,
-                    blas_threads=blas_threads)
+    opts = SimulateOptions(gram=gram, record_every=record_every, n_test=n_test,
+                          hessian_at=tuple(hess_steps), n_eigs=n_eigs,
+                          dense_hessian=bool(dense_hessian), full_spectrum=bool(full_spectrum),
+                          hard=hard_t, dtype=dt.name, block_rows=block_rows,
+                          blas_threads=blas_threads)
     return d, n, delta, trials, opts
-
-
-def _settings(
-    problem: Problem, d: int, n: int, delta: float, seeds: list[np.random.SeedSequence],
-    opts: _Options,
-) -> dict[str, Any]:
-    return {
-        "d": d, "n": n, "delta": delta, "trials": len(seeds),
-        "seeds": [_seed_record(s) for s in seeds],
-        "dtype": opts.dtype,
-        "block_rows": opts.block_rows if opts.block_rows is not None
-        else default_block_rows(d, np.dtype(opts.dtype).itemsize),
-        "record_every": opts.record_every, "n_test": opts.n_test, "gram": opts.gram,
-        "hessian_at": list(opts.hessian_at), "n_eigs": opts.n_eigs,
-        "hessian_method": "dense" if (opts.dense_hessian or opts.full_spectrum) else "lanczos",
-        "hard": list(opts.hard),
-        "blas_threads": opts.blas_threads,
-        "theta_star": "first k coordinate axes",
-        "problem": problem.to_dict(),
-    }
-
-
-def _hessian_meta(opts: _Options) -> dict[str, Any]:
-    return {
-        "steps": np.asarray(opts.hessian_at, dtype=int),
-        "method": "dense" if (opts.dense_hessian or opts.full_spectrum) else "lanczos",
-        "hard": list(opts.hard),
-    }
 
 
 # --------------------------------------------------------------------------- public entry
@@ -998,29 +708,149 @@ def simulate(
     SolverError
         If ``throw`` and a trial produced non-finite values or Lanczos failed.
     """
-    d, n, delta, trials, opts = _prepare(
+    d, n, delta, trials, opts = prepare_simulation(
         problem, d, delta, trials=trials, gram=gram, record_every=record_every, n_test=n_test,
         hessian_at=hessian_at, n_eigs=n_eigs, dense_hessian=dense_hessian,
         full_spectrum=full_spectrum, hard=hard, dtype=dtype, block_rows=block_rows,
         blas_threads=blas_threads,
     )
-    root = _seed_sequence(seed)
-    seeds = [_child(root, j) for j in range(trials)]
+    root = as_seed_sequence(seed)
+    seeds = [trial_seed(root, j) for j in range(trials)]
     t0 = time.perf_counter()
-    bar = None
-    if progress:
-        from tqdm import tqdm
+    with _progress_bar(progress, trials * (problem.training.steps + 1),
+                       f"simulate d={d} δ={delta:g}") as bar:
+        outs = [run_trial(problem, d, n, s, opts, bar) for s in seeds]
+    result = assemble_trials(outs, problem, d, n, delta, seeds, opts, time.perf_counter() - t0, root=root)
+    return _finish(result, "simulate", throw)
 
-        bar = tqdm(total=trials * (problem.training.steps + 1), file=sys.stderr,
-                   desc=f"simulate d={d} δ={delta:g}", unit="step")
+
+@contextlib.contextmanager
+def _progress_bar(show: bool, total: int, desc: str) -> Iterator[Any]:
+    """A tqdm bar on stderr (None when ``show`` is false), closed on exit."""
+    if not show:
+        yield None
+        return
+    from tqdm import tqdm
+
+    bar = tqdm(total=total, file=sys.stderr, desc=desc, unit="step")
     try:
-        outs = [_run_trial(problem, d, n, s, opts, bar) for s in seeds]
+        yield bar
     finally:
-        if bar is not None:
-            bar.close()
-    settings = _settings(problem, d, n, delta, seeds, opts)
-    settings["root_seed"] = _seed_record(root)
-    result = _assemble(outs, settings, _hessian_meta(opts), time.perf_counter() - t0)
+        bar.close()
+
+
+def _finish(result: SimulationResult, name: str, throw: bool) -> SimulationResult:
     if throw and not result.ok:
-        raise SolverError(f"simulate {result.status.value}: {result.message}", result)
+        raise SolverError(f"{name} {result.status.value}: {result.message}", result)
     return result
+
+
+def _per_trial(name: str, value: Any, trials: int) -> np.ndarray | None:
+    """``value`` (None, a number or ``trials`` numbers, each finite and > 0) as an array."""
+    if value is None:
+        return None
+    try:
+        a = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a positive number or {trials} of them, got {value!r}") from None
+    if a.ndim > 1 or (a.ndim == 1 and a.size != trials) or not np.all(np.isfinite(a)) or np.any(a <= 0):
+        raise ValueError(f"{name} must be a positive number or {trials} of them, got {value!r}")
+    return np.broadcast_to(a, (trials,)).copy()
+
+
+def simulate_shared(
+    problem: Problem,
+    d: int,
+    delta: float,
+    *,
+    seed: SeedLike = None,
+    trials: int = 1,
+    eta: float | Sequence[float] | None = None,
+    q0: float | Sequence[float] | None = None,
+    batch: bool = True,
+    progress: bool = False,
+    throw: bool = True,
+    **options: Any,
+) -> SimulationResult:
+    """GD of ``trials`` runs on one shared data set, differing in initialisation, ``η`` or ``q0``.
+
+    For sweeps over the seed of the initialisation, the learning rate or the
+    initial scale on fixed data. The trials share ``X``, ``y`` and the test
+    draws of trial 0 of ``simulate(problem, d, delta, seed=seed)``; trial
+    ``j`` starts from the initialisation of that run's trial ``j`` (drawn
+    with ``q0[j]``) and steps with ``η[j]``. So trial 0 (with the problem's
+    ``η`` and ``q0``) is trial 0 of :func:`simulate` with the same seed.
+
+    With ``batch=True`` the trials are stepped together: their weights sit
+    side by side in one ``(d, trials·m)`` matrix and each block of ``X`` is
+    multiplied once by all of them (a matrix-matrix product instead of one
+    matrix-vector product per trial; see ``benchmarks/bench_simulator.py``
+    for the measured speed-up). ``batch=False`` runs the same trials one
+    after the other (the same numbers up to floating-point round-off).
+
+    Parameters
+    ----------
+    problem, d, delta
+        As for :func:`simulate`.
+    seed : int, SeedSequence, Generator or None
+        Root seed (as for :func:`simulate`).
+    trials : int
+        Number of runs on the shared data.
+    eta : float or sequence of float, optional
+        Learning rate of each trial (one number for all, or ``trials`` of
+        them); default ``problem.training.eta``.
+    q0 : float or sequence of float, optional
+        Initial scale ``E‖w‖² ≈ q0`` of each trial (random start only);
+        default the problem's.
+    batch : bool
+        Step all trials together (one GEMM per block of ``X``).
+    progress : bool
+        Show a tqdm bar on stderr.
+    throw : bool
+        Raise :class:`~dmftsolve.results.SolverError` on a non-success status.
+    **options
+        The other keywords of :func:`simulate` (``gram``, ``record_every``,
+        ``n_test``, ``hessian_at``, ``n_eigs``, ``dense_hessian``,
+        ``full_spectrum``, ``hard``, ``dtype``, ``block_rows``,
+        ``blas_threads``).
+
+    Returns
+    -------
+    SimulationResult
+        Trials stacked as in :func:`simulate`; ``settings`` also holds
+        ``shared_data`` (True), ``batch`` and the per-trial ``eta`` and ``q0``.
+
+    Raises
+    ------
+    ValueError
+        For invalid arguments (naming the parameter), ``q0`` with a warm start.
+    SolverError
+        If ``throw`` and a trial produced non-finite values or Lanczos failed.
+    """
+    d, n, delta, trials, opts = prepare_simulation(problem, d, delta, trials=trials, **options)
+    etas = _per_trial("eta", eta, trials)
+    etas = np.full(trials, problem.training.eta) if etas is None else etas
+    q0s = _per_trial("q0", q0, trials)
+    if q0s is not None and problem.training.init.kind != "random":
+        raise ValueError(f"q0 applies to a random start only; this problem has a warm start, got q0={q0!r}")
+    root = as_seed_sequence(seed)
+    seeds = [trial_seed(root, j) for j in range(trials)]
+    t0 = time.perf_counter()
+    gens = [trial_generators(s) for s in seeds]
+    X, y = sample_data(problem, d, n, gens[0].data, dtype=opts.dtype)
+    test = sample_test(problem, opts.n_test, gens[0].test)
+    W0 = [initial_weights(problem, d, g.init, q0=None if q0s is None else q0s[j])
+          for j, g in enumerate(gens)]
+    hess_rngs = [g.hessian for g in gens]
+    with _progress_bar(progress, trials * (problem.training.steps + 1),
+                       f"simulate_shared d={d} δ={delta:g}") as bar:
+        if batch:
+            outs = _gd_loop(problem, X, y, W0, etas, [test] * trials, opts, hess_rngs, bar)
+        else:
+            outs = [_gd_loop(problem, X, y, [W0[j]], etas[j:j + 1], [test], opts, [hess_rngs[j]], bar)[0]
+                    for j in range(trials)]
+    extra = {"shared_data": True, "batch": bool(batch), "eta": etas.tolist(),
+             "q0": None if q0s is None else q0s.tolist()}
+    result = assemble_trials(outs, problem, d, n, delta, seeds, opts, time.perf_counter() - t0,
+                             root=root, extra_settings=extra)
+    return _finish(result, "simulate_shared", throw)

@@ -33,33 +33,28 @@ from typing import Any
 import numpy as np
 
 from dmftsolve.problem import Problem, check_delta, check_integer
-from dmftsolve.results import ResultBase, SolverError, Status
+from dmftsolve.results import Result, SolverError, Status
+from dmftsolve.seeds import SeedLike, as_seed_sequence, child, seed_record
 from dmftsolve.simulation.simulator import (
-    SeedLike,
     SimulationResult,
-    _assemble,
-    _child,
-    _hessian_meta,
-    _prepare,
-    _run_trial,
-    _seed_record,
-    _seed_sequence,
-    _settings,
+    assemble_trials,
+    prepare_simulation,
+    run_trial,
 )
 
 __all__ = ["SweepResult", "sweep"]
 
 
-@dataclass(repr=False)
-class SweepResult(ResultBase):
+@dataclass(frozen=True, kw_only=True, repr=False, eq=False)
+class SweepResult(Result):
     """Success rates and final statistics of GD runs over a grid of ``δ``.
 
     Arrays are indexed by the position of ``δ`` in :attr:`deltas`.
 
     Attributes
     ----------
-    status, message, settings, diagnostics, elapsed
-        See :class:`~dmftsolve.results.ResultBase`. ``status`` is
+    status, message, settings, diagnostics, elapsed, version, warnings
+        See :class:`~dmftsolve.results.Result`. ``status`` is
         ``NONFINITE`` if any run produced non-finite values (such a run counts
         as a failure); ``diagnostics["nonfinite"]`` counts them per ``δ``.
     deltas : ndarray, shape (D,)
@@ -77,11 +72,6 @@ class SweepResult(ResultBase):
         returns them.
     """
 
-    status: Status
-    message: str
-    settings: dict[str, Any]
-    diagnostics: dict[str, Any]
-    elapsed: float
     deltas: np.ndarray
     success_rate: np.ndarray
     success_stderr: np.ndarray
@@ -193,12 +183,9 @@ def sweep(
         raise ValueError(f"success_threshold must be in [0, 1), got {success_threshold!r}")
     if executor is not None and not isinstance(executor, Executor):
         raise ValueError(f"executor must be a concurrent.futures.Executor, got {executor!r}")
-    prepared = [_prepare(problem, d, x, trials=trials, **{
-        "gram": "diag", "record_every": 1, "n_test": None, "hessian_at": (), "n_eigs": 4,
-        "dense_hessian": False, "full_spectrum": False, "hard": None, "dtype": np.float64,
-        "block_rows": None, **simulate_kwargs}) for x in deltas_a]
-    root = _seed_sequence(seed)
-    delta_seeds = [_child(root, i) for i in range(len(deltas_a))]
+    prepared = [prepare_simulation(problem, d, x, trials=trials, **simulate_kwargs) for x in deltas_a]
+    root = as_seed_sequence(seed)
+    delta_seeds = [child(root, i) for i in range(len(deltas_a))]
     jobs = [(i, j) for j in range(trials) for i in range(len(deltas_a))]
     outputs: dict[tuple[int, int], dict[str, Any]] = {}
 
@@ -210,13 +197,13 @@ def sweep(
         if executor is None:
             for i, j in jobs:
                 dd, n, _, _, opts = prepared[i]
-                outputs[i, j] = _run_trial(problem, dd, n, _child(delta_seeds[i], j), opts)
+                outputs[i, j] = run_trial(problem, dd, n, child(delta_seeds[i], j), opts)
                 bar.update(1)
         else:
             futures: dict[Future, tuple[int, int]] = {}
             for i, j in jobs:
                 dd, n, _, _, opts = prepared[i]
-                fut = executor.submit(_run_trial, problem, dd, n, _child(delta_seeds[i], j), opts)
+                fut = executor.submit(run_trial, problem, dd, n, child(delta_seeds[i], j), opts)
                 futures[fut] = (i, j)
             for fut in as_completed(futures):
                 outputs[futures[fut]] = fut.result()
@@ -229,11 +216,9 @@ def sweep(
     nonfinite: list[int] = []
     for i, (dd, n, delta, _, opts) in enumerate(prepared):
         outs = [outputs[i, j] for j in range(trials)]
-        seeds = [_child(delta_seeds[i], j) for j in range(trials)]
-        settings = _settings(problem, dd, n, delta, seeds, opts)
-        settings["root_seed"] = _seed_record(delta_seeds[i])
+        seeds = [child(delta_seeds[i], j) for j in range(trials)]
         elapsed = float(sum(o["elapsed"] for o in outs))
-        run = _assemble(outs, settings, _hessian_meta(opts), elapsed)
+        run = assemble_trials(outs, problem, dd, n, delta, seeds, opts, elapsed, root=delta_seeds[i])
         runs.append(run)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
@@ -252,7 +237,7 @@ def sweep(
         message = "; ".join(f"delta={r.settings['delta']:g}: {r.message}" for r in bad)
     settings = {
         "d": prepared[0][0], "deltas": deltas_a, "n": [p[1] for p in prepared], "trials": trials,
-        "success_threshold": threshold, "root_seed": _seed_record(root),
+        "success_threshold": threshold, "root_seed": seed_record(root),
         "executor": None if executor is None else type(executor).__name__,
         "simulate": dataclasses.asdict(prepared[0][4]),
         "problem": problem.to_dict(),
