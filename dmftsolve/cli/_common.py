@@ -1,22 +1,87 @@
-"""Options shared by every command: the problem description and output format."""
+"""Options shared by every command: the problem description and output format,
+and the shared checks that run before any work starts (output paths, sizes,
+estimated memory and run time)."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
+import os
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from dmftsolve.problem import Problem
 from dmftsolve.results import jsonable
 
+#: Longest user value quoted in an error message (longer ones are cut, with '…').
+ECHO_LIMIT = 80
+
+#: Largest latent dimension k the command line accepts (the solvers' per-sample
+#: work and the target's symbol table grow with k; the paper's problems have k <= 3).
+MAX_K = 64
+
+#: Estimated run time (seconds) above which a command warns before starting.
+WARN_SECONDS = 600.0
+
+#: Estimated run time (seconds) above which a command refuses to start.
+MAX_SECONDS = 24 * 3600.0
+
+
+class CommandError(Exception):
+    """A failure the command reports as one line: ``dmftsolve <cmd>: error: <message>``.
+
+    ``code`` is the exit status: 1 for a solver failure (the default), 2 for bad input.
+    """
+
+    def __init__(self, message: str, code: int = 1) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def clip(value: Any, limit: int = ECHO_LIMIT) -> str:
+    """``repr(value)`` for an error message, cut to ``limit`` characters with '…'."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def positive_int(name: str, maximum: int | None = None) -> Callable[[str], int]:
+    """An argparse ``type`` for an integer option that must be >= 1 (and <= ``maximum``)."""
+    def parse(text: str) -> int:
+        try:
+            v = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {clip(text)}") from None
+        if v < 1:
+            raise argparse.ArgumentTypeError(f"{name} must be >= 1, got {v}")
+        if maximum is not None and v > maximum:
+            raise argparse.ArgumentTypeError(f"{name} must be <= {maximum}, got {clip(v)}")
+        return v
+    parse.__name__ = "int"
+    return parse
+
+
+def finite_float(text: str) -> float:
+    """An argparse ``type`` for a finite real number."""
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {clip(text)}") from None
+    if not math.isfinite(v):
+        raise argparse.ArgumentTypeError(f"expected a finite number, got {clip(text)}")
+    return v
+
 
 def _numbers(text: str, cast: type, kind: str) -> list:
     try:
-        return [cast(v) for v in text.replace(",", " ").split()]
+        values = [cast(v) for v in text.replace(",", " ").split()]
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated {kind}, got {text!r}") from None
+        raise argparse.ArgumentTypeError(f"expected comma-separated {kind}, got {clip(text)}") from None
+    if cast is float and not all(math.isfinite(v) for v in values):
+        raise argparse.ArgumentTypeError(f"expected finite numbers, got {clip(text)}")
+    return values
 
 
 def _floats(text: str) -> list[float]:
@@ -45,21 +110,24 @@ def add_problem_arguments(parser: argparse.ArgumentParser, **defaults: Any) -> N
                    help="link y = h(z, eps) as a sympy expression in z (k=1) or z1..zk, with eps "
                         "standard Gaussian noise, e.g. 'z**2', 'abs(z)', 'z1*z2 + 0.5*eps' "
                         "(default: %(default)s)")
-    g.add_argument("--k", type=int, default=None,
+    g.add_argument("--k", type=positive_int("--k", MAX_K), default=None,
                    help="latent dimension if larger than the largest index the target uses")
     g.add_argument("--activation", default=d["activation"],
                    help="gelu, quad (r**2), relu, tanh, erf, linear, or a sympy expression in r "
                         "(default: %(default)s)")
-    g.add_argument("--m", type=int, default=d["m"], help="hidden units (default: %(default)s)")
+    g.add_argument("--m", type=positive_int("--m"), default=d["m"],
+                   help="hidden units (default: %(default)s)")
     g.add_argument("--a", type=_floats, default=None,
                    help="second-layer weights, comma-separated (default: all ones)")
     g.add_argument("--loss", default=d["loss"],
                    help="square ((y-f)**2/2), logistic, or a sympy expression in y and f "
                         "(default: %(default)s)")
-    g.add_argument("--eta", type=float, default=d["eta"], help="GD step size (default: %(default)s)")
-    g.add_argument("--lam", type=float, default=d["lam"], help="ridge penalty λ (default: %(default)s)")
+    g.add_argument("--eta", type=finite_float, default=d["eta"],
+                   help="GD step size (default: %(default)s)")
+    g.add_argument("--lam", type=finite_float, default=d["lam"],
+                   help="ridge penalty λ (default: %(default)s)")
     g.add_argument("--steps", type=int, default=d["steps"], help="GD steps T (default: %(default)s)")
-    g.add_argument("--q0", type=float, default=d["q0"],
+    g.add_argument("--q0", type=finite_float, default=d["q0"],
                    help="random init scale: W0 columns ~ N(0, q0/d I) (default: %(default)s)")
     g.add_argument("--M0", type=_matrix, default=None,
                    help="warm start overlaps Θ*ᵀW0 (k×m), rows separated by ';', e.g. '0.5'")
@@ -108,3 +176,146 @@ def format_table(headers: list[str], rows: list[list[Any]], floatfmt: str = ".4g
              "  ".join("-" * w for w in widths)]
     lines += ["  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)) for r in cells]
     return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------- checks before work
+
+
+def check_output_path(path: str | None, option: str = "--plot") -> None:
+    """Refuse (``ValueError``, exit 2) an output file that cannot be written, before any work.
+
+    Checks that matplotlib is importable, that the path is not a directory, that its
+    directory exists and is writable, that an existing file is writable, and that the
+    extension (if any) is a format matplotlib writes.
+    """
+    if path is None:
+        return
+    if not path or "\x00" in path:
+        raise ValueError(f"{option}: not a valid file name: {clip(path)}")
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise ValueError(f"{option} needs matplotlib, which is not installed "
+                         "(pip install matplotlib, or install dmftsolve with the [plot] extra)") from None
+    p = Path(path).expanduser()
+    if p.is_dir():
+        raise ValueError(f"{option}: {clip(path)} is a directory, not a file")
+    parent = p.parent if str(p.parent) else Path(".")
+    if not parent.is_dir():
+        raise ValueError(f"{option}: directory {clip(str(parent))} does not exist")
+    if not os.access(parent, os.W_OK | os.X_OK) or (p.exists() and not os.access(p, os.W_OK)):
+        raise ValueError(f"{option}: {clip(path)} is not writable")
+    suffix = p.suffix.lower().lstrip(".")
+    formats = {"png", "pdf", "svg", "svgz", "eps", "ps", "jpg", "jpeg", "tif", "tiff", "webp",
+               "pgf", "raw", "rgba"}
+    if suffix and suffix not in formats:
+        raise ValueError(f"{option}: unknown figure format {clip(suffix)} (use one of "
+                         f"{', '.join(sorted(formats))})")
+
+
+def add_progress_argument(group: Any, help_extra: str = "") -> None:
+    """``--progress/--no-progress``; default: on when stderr is a terminal and not ``--json``."""
+    group.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                       help="progress on stderr (default: on when stderr is a terminal and "
+                            f"--json is not given){help_extra}")
+
+
+def want_progress(args: argparse.Namespace) -> bool:
+    """Whether to show progress: ``--progress`` as given, else only on a terminal; never with ``--json``."""
+    if getattr(args, "json", False):
+        return False
+    p = getattr(args, "progress", None)
+    if p is None:
+        try:
+            return sys.stderr.isatty()
+        except (AttributeError, ValueError):
+            return False
+    return bool(p)
+
+
+def warn(args: argparse.Namespace, text: str) -> None:
+    """One warning line on stderr: ``dmftsolve <cmd>: warning: <text>``."""
+    print(f"dmftsolve {getattr(args, 'command', '?')}: warning: {text}", file=sys.stderr, flush=True)
+
+
+def available_memory() -> int:
+    """Bytes of memory available to a new allocation (MemAvailable on Linux)."""
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):  # pragma: no cover - not POSIX
+        return 2**40
+
+
+def _gib(n: float) -> str:
+    g = n / 2**30
+    return f"{g:.3g} GiB" if g < 1000 else f"{g:,.0f} GiB"
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 2 * 86400:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86400:.3g} days"
+
+
+def check_cost(args: argparse.Namespace, what: str, memory: float, seconds: float,
+               hint: str) -> None:
+    """Refuse (exit 2) a job whose estimated memory exceeds what is available, or whose
+    estimated run time exceeds :data:`MAX_SECONDS`; warn (one line on stderr) past
+    :data:`WARN_SECONDS`. ``memory`` in bytes, ``seconds`` on this machine's scale."""
+    avail = available_memory()
+    if memory > avail:
+        raise CommandError(f"{what} needs about {_gib(memory)} of memory, more than the "
+                           f"{_gib(avail)} available; {hint}", code=2)
+    if seconds > MAX_SECONDS:
+        raise CommandError(f"{what} would take about {_duration(seconds)} (estimate; the limit "
+                           f"is {_duration(MAX_SECONDS)}); {hint}", code=2)
+    if seconds > WARN_SECONDS and not getattr(args, "json", False):
+        warn(args, f"{what} will take about {_duration(seconds)} (rough estimate) and about "
+                   f"{_gib(memory)} of memory")
+
+
+def dmft_cost(steps: int, m: int, n_paths: int, *, method: str = "stein", replicate: bool = True,
+              problem: Problem | None = None, n_batches: int = 20) -> tuple[float, float]:
+    """Estimated peak memory (bytes) and run time (seconds) of one ``solve_dmft``.
+
+    Memory: with ``problem`` given, ``DMFTSettings.memory_bytes`` of
+    dynamics/dmft.py where it exists; else the arrays ``solve_dmft`` allocates —
+    the path history ``X`` (2(T+1)m × N), the ``(T+1)m``-square kernel blocks and
+    their copies in the result, and with ``method="pathwise"`` the path derivatives
+    ``(T+1)²m² N``. Time from the ``O(N T² m²)`` memory term, calibrated on this
+    machine (one core: 200 steps, 10⁴ paths, m = 1 take about 1.2 s); replicate
+    errors (``errors="replicate"``) double it.
+    """
+    T1 = (steps + 1) * m
+    T2 = (steps + 2) * m
+    memory = None
+    if problem is not None:
+        try:
+            from dmftsolve.dynamics.dmft import DMFTSettings
+
+            memory = float(DMFTSettings(
+                n_paths=n_paths, steps=steps, method=method, n_batches=n_batches,
+                errors="replicate" if replicate else "batch").memory_bytes(problem))
+        except (ImportError, AttributeError, TypeError):  # no estimate in the solver (yet)
+            pass
+    if memory is None:
+        memory = 8.0 * (2 * T1 * n_paths + 2 * T2 * T2 + 8 * T1 * T1)
+        if method == "pathwise":
+            memory += 8.0 * T1 * T1 * n_paths
+    seconds = 3e-9 * n_paths * T1 * T1 + 1e-9 * T1**3 + 1e-4 * steps
+    if method == "pathwise":
+        seconds += 1e-9 * n_paths * T1**3
+    if replicate:
+        seconds *= 2
+    return memory, seconds

@@ -7,11 +7,18 @@ import argparse
 import numpy as np
 
 from dmftsolve.cli._common import (
+    CommandError,
     add_output_arguments,
     add_problem_arguments,
+    add_progress_argument,
+    check_cost,
+    dmft_cost,
     emit,
+    finite_float,
     format_table,
+    positive_int,
     problem_from_args,
+    want_progress,
 )
 
 DESCRIPTION = """\
@@ -38,21 +45,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     add_problem_arguments(p)
     g = p.add_argument_group("solver")
-    g.add_argument("--delta", type=float, required=True, help="sample ratio n/d")
-    g.add_argument("--paths", type=int, default=100_000,
+    g.add_argument("--delta", type=finite_float, required=True, help="sample ratio n/d")
+    g.add_argument("--paths", type=positive_int("--paths", 10**9), default=100_000,
                    help="Monte Carlo paths of the sample process (default: %(default)s)")
     g.add_argument("--seed", type=int, default=None, help="random seed (default: fresh, recorded)")
     g.add_argument("--method", choices=("stein", "pathwise"), default="stein",
                    help="response estimator (default: %(default)s)")
-    g.add_argument("--batches", type=int, default=20,
+    g.add_argument("--batches", type=positive_int("--batches", 10_000), default=20,
                    help="batches / replicates for the error bars (default: %(default)s)")
     g.add_argument("--errors", choices=("replicate", "batch"), default="replicate",
                    help="replicate: honest errors from independent sub-solves (2x cost); batch: "
                         "cheap batch means conditional on earlier kernels (default: %(default)s)")
     g.add_argument("--no-antithetic", action="store_true", help="disable antithetic pairs")
-    g.add_argument("--rows", type=int, default=10,
+    g.add_argument("--rows", type=positive_int("--rows"), default=10,
                    help="number of steps shown in the table (default: %(default)s)")
-    g.add_argument("--progress", action="store_true", help="show a progress bar on stderr")
+    add_progress_argument(g)
     add_output_arguments(p)
     p.set_defaults(func=run)
 
@@ -61,10 +68,18 @@ def run(args: argparse.Namespace) -> int:
     from dmftsolve.dynamics.dmft import solve_dmft
 
     problem = problem_from_args(args)
+    memory, seconds = dmft_cost(problem.training.steps, problem.m, args.paths, method=args.method,
+                                replicate=args.errors == "replicate", problem=problem,
+                                n_batches=args.batches)
+    check_cost(args, f"the DMFT with {problem.training.steps} steps and {args.paths} paths",
+               memory, seconds, "use fewer --steps or --paths")
     res = solve_dmft(problem, args.delta, n_paths=args.paths, seed=args.seed, method=args.method,
                      antithetic=not args.no_antithetic, n_batches=args.batches,
-                     errors=args.errors, throw=False, progress=args.progress)
+                     errors=args.errors, throw=False, progress=want_progress(args))
     T = res.steps
+    finite = np.isfinite(res.train_loss) & np.isfinite(res.cosine)
+    # the table stops at the first step that is not finite
+    last = T if finite.all() else int(np.argmin(finite))
     payload = {
         "status": res.status, "message": res.message, "settings": res.settings,
         "elapsed": res.elapsed,
@@ -79,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
         payload |= {"b": res.b, "b_err": res.b_err}
 
     def table() -> str:
-        rows_t = np.unique(np.linspace(0, T, min(args.rows, T + 1)).round().astype(int))
+        rows_t = np.unique(np.linspace(0, last, min(args.rows, last + 1)).round().astype(int))
         rows = []
         for t in rows_t:
             q = res.q_diag[t]
@@ -97,4 +112,7 @@ def run(args: argparse.Namespace) -> int:
         return head + format_table(headers, rows)
 
     emit(args, payload, table)
-    return 0 if res.ok else 1
+    if not res.ok:
+        where = "" if finite.all() else f" (first non-finite value at step {last})"
+        raise CommandError(f"{res.status.value}{where}: {res.message or 'the DMFT failed'}")
+    return 0
