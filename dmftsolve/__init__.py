@@ -19,6 +19,7 @@ from dmftsolve.results import SolverError, Status
 
 _LAZY = {
     "solve_dmft": "dmftsolve.dynamics.dmft",
+    "DMFTSettings": "dmftsolve.dynamics.dmft",
     "simulate": "dmftsolve.simulation.simulator",
     "sweep": "dmftsolve.simulation.sweeps",
     "alg_threshold": "dmftsolve.thresholds.weak_recovery",

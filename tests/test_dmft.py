@@ -18,7 +18,8 @@ import pytest
 from scipy import integrate
 
 from dmftsolve import Problem, SolverError
-from dmftsolve.dynamics.dmft import DMFTResult, largest_cosine, solve_dmft
+from dmftsolve.dynamics.dmft import DMFTResult, DMFTSettings, largest_cosine, largest_cosines, solve_dmft
+from dmftsolve.hessian.law import Law
 
 GELU = Problem.build(target="z**2", activation="gelu", eta=0.5, steps=8, q0=1.0, hold_zero=(0,))
 
@@ -160,6 +161,108 @@ def test_largest_cosine():
     assert largest_cosine(np.zeros((1, 1)), np.zeros((1, 1))) == 0.0
     # W = [θ1, e] (e ⊥ Θ*): cosine 1
     assert largest_cosine(np.array([[1.0, 0.0], [0.0, 0.0]]), np.diag([0.0, 1.0])) == pytest.approx(1.0)
+
+
+def test_largest_cosines_matches_the_definition_on_random_stacks():
+    """Vectorised cosines against the definition: an explicit W = [M; Q^{1/2}] in R^{k+m} with
+    Θ* the first k axes, the cosine the largest singular value of Θ*ᵀ orth(W) (scipy orth, one
+    matrix at a time); m = k = 1 closed form |M|/√(M²+Q)."""
+    from scipy.linalg import orth
+
+    def sqrtm(S):
+        w, U = np.linalg.eigh(S)
+        return (U * np.sqrt(np.clip(w, 0.0, None))) @ U.T
+
+    rng = np.random.default_rng(0)
+    for k, m in ((1, 1), (2, 1), (1, 3), (3, 2)):
+        M = rng.standard_normal((7, k, m))
+        A = rng.standard_normal((7, m, m))
+        Q = A @ A.transpose(0, 2, 1)
+        Q[0] = 0.0  # W = M: cosine 1
+        ref = [np.linalg.svd(orth(np.vstack([Mi, sqrtm(Qi)]))[:k], compute_uv=False).max()
+               for Mi, Qi in zip(M, Q, strict=True)]
+        np.testing.assert_allclose(largest_cosines(M, Q), np.minimum(ref, 1.0), rtol=1e-8)
+        assert largest_cosines(M, Q)[0] == pytest.approx(1.0)
+    M, Q = np.array([[[0.3]], [[-2.0]]]), np.array([[[0.5]], [[0.0]]])
+    np.testing.assert_allclose(largest_cosines(M, Q), [0.3 / math.sqrt(0.59), 1.0], rtol=1e-12)
+
+
+def test_law_at_kept_steps(width2):
+    """DMFTResult.law(t) is the Monte Carlo Law of the kept paths (same arrays as samples(t))."""
+    law = width2.law(6)
+    smp = width2.samples(6)
+    assert isinstance(law, Law) and law.kind == "monte_carlo" and law.t == 6
+    assert law.n == width2.settings["n_paths"] == law.n_paths and law.m == 2 and law.k == 2
+    np.testing.assert_array_equal(law.D, smp["D"])
+    np.testing.assert_array_equal(law.V, smp["V"])
+    np.testing.assert_array_equal(law.Vstar, smp["Vstar"])
+    assert law.weights is None
+    with pytest.raises(KeyError, match="keep_samples_at"):
+        width2.law(3)
+
+
+def test_settings_validation_names_the_field_and_value():
+    for kw, pattern in [({"n_batches": 1}, "n_batches must be an integer >= 2, got 1"),
+                        ({"n_paths": 10}, "n_paths must be at least 2\\*n_batches=40, got 10"),
+                        ({"n_paths": 2.5}, "n_paths must be an integer >= 1, got 2.5"),
+                        ({"steps": -1}, "steps must be an integer >= 0, got -1"),
+                        ({"method": "magic"}, "method must be 'stein' or 'pathwise', got 'magic'"),
+                        ({"errors": "none"}, "errors must be 'replicate' or 'batch', got 'none'"),
+                        ({"test_loss": "x"}, "test_loss must be 'mc', 'population' or 'none', got 'x'"),
+                        ({"null_rtol": 2.0}, "null_rtol must be a number in \\[0, 1\\) or None, got 2.0"),
+                        ({"reflect": (-1,)}, "reflect must hold integers >= 0"),
+                        ({"keep_samples_at": "5"}, "keep_samples_at must be a sequence of integers"),
+                        ({"seed": -3}, "seed must be None, an integer >= 0"),
+                        ({"blas_threads": 0}, "blas_threads must be an integer >= 1, got 0"),
+                        ({"antithetic": "yes"}, "antithetic must be True or False, got 'yes'")]:
+        with pytest.raises(ValueError, match=pattern):
+            DMFTSettings(**kw)
+    s = DMFTSettings(n_paths=1001, n_batches=10, reflect=[0, 0], keep_samples_at=[3, 1])
+    assert s.reflect == (0,) and s.keep_samples_at == (1, 3)
+    assert s.total_paths() == 1040  # whole batches of antithetic, reflected quadruples
+    with pytest.raises(TypeError, match="unexpected keyword"):
+        solve_dmft(GELU, 4.0, n_path=100)
+    with pytest.raises(ValueError, match="keep_samples_at must lie in 0..8"):
+        solve_dmft(GELU, 4.0, n_paths=400, keep_samples_at=(9,))
+
+
+def test_settings_object_and_keywords_give_the_same_solve():
+    s = DMFTSettings(n_paths=2000, seed=5, steps=4, errors="batch")
+    a = solve_dmft(GELU, 4.0, s)
+    b = solve_dmft(GELU, 4.0, n_paths=2000, seed=5, steps=4, errors="batch")
+    c = solve_dmft(GELU, 4.0, DMFTSettings(n_paths=500, seed=9), n_paths=2000, seed=5, steps=4,
+                   errors="batch")
+    for r in (b, c):
+        np.testing.assert_array_equal(a.Q, r.Q)
+        np.testing.assert_array_equal(a.train_loss, r.train_loss)
+    assert a.settings["seed"] == 5 and a.settings["n_paths"] == 2000
+
+
+def test_memory_estimate_refuses_oversized_runs(monkeypatch):
+    """--paths 40 --steps 100000 once tried to allocate a 74 GiB kernel: now refused up front."""
+    import dmftsolve.dynamics.dmft as dmft
+
+    s = DMFTSettings(n_paths=40, steps=100_000)
+    # two (T+2)m squared stores alone are 2·8·100002² bytes = 149 GiB
+    assert s.memory_bytes(GELU) > 2 * 8 * 100_002**2
+    with pytest.raises(ValueError, match=r"would need about \d+\.\d GiB .* GiB are available"):
+        solve_dmft(GELU, 4.0, n_paths=40, steps=100_000)
+    # the estimate grows like N T for the path history and like T² for the kernels
+    small = DMFTSettings(n_paths=1000, steps=10, errors="batch").memory_bytes(GELU)
+    assert DMFTSettings(n_paths=2000, steps=10, errors="batch").memory_bytes(GELU) > 1.5 * small
+    monkeypatch.setattr(dmft, "available_memory_bytes", lambda: small - 1)
+    with pytest.raises(ValueError, match="GiB are available"):
+        solve_dmft(GELU, 4.0, n_paths=1000, steps=10, errors="batch")
+    monkeypatch.setattr(dmft, "available_memory_bytes", lambda: small)
+    assert solve_dmft(GELU, 4.0, n_paths=1000, steps=10, errors="batch").ok
+
+
+def test_replicate_errors_are_built_into_a_frozen_result():
+    r = solve_dmft(GELU, 4.0, n_paths=4000, seed=2, steps=4, n_batches=4)
+    assert r.diagnostics["replicates"] == 4 and r.diagnostics["error_model"].startswith("replicates")
+    assert np.all(r.Q_err[1:] > 0) and not np.array_equal(r.Q_err, r.diagnostics["conditional_err"]["Q_err"])
+    with pytest.raises(AttributeError):
+        r.Q_err = None  # frozen: results are built complete
 
 
 def test_hold_zero_and_degenerate_init():

@@ -1,7 +1,10 @@
 """The dynamics of gradient descent in the proportional limit.
 
 * :mod:`dmftsolve.dynamics.dmft` — the discrete-time DMFT of full-batch GD
-  (kernels ``Q, Γ, R``, overlaps, losses, samples of the training fields);
+  (kernels ``Q, Γ, R``, overlaps, losses, the law of the training fields), its
+  settings (:class:`DMFTSettings`) and driver loop;
+* :mod:`dmftsolve.dynamics.stein`, :mod:`dmftsolve.dynamics.pathwise` — the two
+  estimators of the response ``Γ``, behind :mod:`dmftsolve.dynamics.response`;
 * :mod:`dmftsolve.dynamics.fixed_point` — its time-translation-invariant fixed point.
 
 Public names are re-exported here lazily (importing the package stays cheap).
@@ -11,6 +14,7 @@ from dmftsolve._lazy import lazy_getattr
 
 _EXPORTS = {
     "DMFTResult": "dmftsolve.dynamics.dmft",
+    "DMFTSettings": "dmftsolve.dynamics.dmft",
     "solve_dmft": "dmftsolve.dynamics.dmft",
     "FixedPoint": "dmftsolve.dynamics.fixed_point",
     "FixedPointSettings": "dmftsolve.dynamics.fixed_point",

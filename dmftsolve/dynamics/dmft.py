@@ -1,4 +1,4 @@
-"""Discrete-time DMFT of full-batch gradient descent (``THEORY.md`` §2).
+"""Discrete-time DMFT of full-batch gradient descent (``docs/theory.md`` §2).
 
 The limit ``n, d → ∞``, ``n/d = δ`` of GD on a two-layer network with ``m``
 hidden units and a ``k``-index target is described by
@@ -24,7 +24,11 @@ hidden units and a ``k``-index target is described by
   The kernel recursions keep their form: ``b`` enters only through ``g`` and
   ``D`` evaluated at the shifted ``V^t``.
 
-The scheme is causal and solved in one forward pass (:func:`solve_dmft`).
+The scheme is causal and solved in one forward pass (:func:`solve_dmft`,
+options in :class:`DMFTSettings`). The responses are estimated by one of two
+interchangeable estimators (:mod:`dmftsolve.dynamics.stein`,
+:mod:`dmftsolve.dynamics.pathwise`, interface in
+:mod:`dmftsolve.dynamics.response`); this module holds the driver loop.
 
 Parameter side (deterministic linear algebra, not sampled)
     With ``φ^t = λω^t + ν^t + Σ_s Γ(t,s) ω^s`` the (√d-scaled) orthogonal
@@ -112,10 +116,11 @@ Monte Carlo errors
     ``errors="batch"``: batch means over the main paths, conditional on
     the kernels of earlier steps (see ``diagnostics["error_model"]``).
 """
-
 from __future__ import annotations
 
+import dataclasses
 import math
+import os
 import time
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -124,20 +129,255 @@ import numpy as np
 import scipy.linalg as sla
 
 from dmftsolve._blas import blas_threads as blas_threads_limit
+from dmftsolve.dynamics.pathwise import PATHWISE_MAX_BYTES, PathwiseResponse
+from dmftsolve.dynamics.response import ResponseEstimator, StepMoments
+from dmftsolve.dynamics.stein import SteinResponse
+from dmftsolve.hessian.law import Law
 from dmftsolve.problem import Problem, check_delta
-from dmftsolve.results import ResultBase, SolverError, Status
+from dmftsolve.results import Result, SolverError, Status
+from dmftsolve.seeds import SeedLike, as_generator, as_seed_sequence, child, seed_record
 
-__all__ = ["DMFTResult", "solve_dmft", "largest_cosine"]
+__all__ = ["DMFTSettings", "DMFTResult", "solve_dmft", "largest_cosine", "largest_cosines",
+           "available_memory_bytes", "PATHWISE_MAX_BYTES"]
 
 Method = Literal["stein", "pathwise"]
 
-#: Memory (bytes) above which the pathwise response store is refused.
-PATHWISE_MAX_BYTES = 6 * 2**30
+
+# --------------------------------------------------------------------------- settings
+def _check_int(name: str, value: Any, minimum: int) -> int:
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    return int(value)
+
+
+def _check_ints(name: str, values: Any) -> tuple[int, ...]:
+    if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
+        raise ValueError(f"{name} must be a sequence of integers, got {values!r}")
+    values = list(values)
+    for v in values:
+        if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)) or v < 0:
+            raise ValueError(f"{name} must hold integers >= 0, got {values!r}")
+    return tuple(sorted({int(v) for v in values}))
+
+
+@dataclass(frozen=True, kw_only=True)
+class DMFTSettings:
+    """Options of :func:`solve_dmft`, validated on construction.
+
+    Attributes
+    ----------
+    n_paths : int
+        Monte Carlo paths ``N`` of the sample process (rounded up to a multiple
+        of ``n_batches`` — of ``2·n_batches`` with antithetic pairs, doubled
+        again with ``reflect``; see :meth:`total_paths`).
+    seed : int, SeedSequence, Generator or None
+        Seed of the paths (:mod:`dmftsolve.seeds`); fresh entropy if None,
+        recorded in the result's ``settings``. The paths use the stream of
+        ``as_generator(seed)``; the Monte Carlo test sample child 0 and the
+        replicate solves children ``1 … n_batches`` of ``as_seed_sequence(seed)``.
+    steps : int, optional
+        Number of GD steps ``T`` (default ``problem.training.steps``).
+    method : {"stein", "pathwise"}
+        How ``Γ`` is estimated (module docstring). ``"stein"`` is
+        ``O(N T² m²)``; ``"pathwise"`` is ``O(N T³ m³)`` with ``O(N T² m²)``
+        memory and is the reference.
+    antithetic : bool
+        Pair every path with its mirror ``ζ → −ζ``.
+    reflect : sequence of int
+        Target directions ``j`` (columns of ``V*``) to pair by reflection:
+        every path is repeated with ``V*_j → −V*_j`` (same innovations and
+        noise). Unbiased for any target (``V*`` is symmetric); for a target
+        even in ``z_j`` it makes ``E[V*_j g]`` vanish exactly while
+        ``M_j = 0``, so a small warm-start overlap ``M0`` along ``j`` (the
+        ``1/√d`` overlap of a finite-d random start) is not swamped by the
+        ``N^{-1/2}`` Monte Carlo noise that otherwise seeds that direction.
+    n_batches : int
+        Batches for the batch-means standard errors (``>= 2``), and the
+        number of replicate solves of ``errors="replicate"``.
+    keep_samples_at : sequence of int
+        Steps at which the paths are kept (:meth:`DMFTResult.law`,
+        :meth:`DMFTResult.samples`).
+    errors : {"replicate", "batch"}
+        How the ``*_err`` arrays are estimated. ``"replicate"`` (default): the
+        standard deviation over ``n_batches`` independent solves with
+        ``n_paths / n_batches`` paths each (own kernels), divided by
+        ``√n_batches`` — an honest error of the full solve including the
+        propagation of kernel noise through the recursion; it doubles the cost.
+        ``"batch"``: batch means over the main solve's paths, conditional on
+        the kernels of earlier steps (cheap; underestimates the error of
+        long-time quantities, by ~3× for ``Q(20,20)`` in the GeLU example).
+    null_rtol : float, optional
+        Relative pivot (innovation variance / ``Q(t,t)_jj``) below which an
+        innovation counts as zero-variance. Default ``1e-4`` for ``"stein"``
+        and ``1e-10`` for ``"pathwise"``. GD trajectories are smooth in ``t``,
+        so the innovations of ``Ξ`` decay fast (``~1e-5`` of ``Q(t,t)`` after 5
+        steps of the GeLU example); Stein divides by them, and with
+        ``null_rtol = 1e-10`` its ``Γ``/``R`` noise grew without bound
+        (overflow at step 167 of a 200-step run). Dropping them changes
+        ``Q`` by a relative ``≤ null_rtol``.
+    test_loss : {"mc", "population", "none"}
+        ``"mc"`` (default, ~5 ms a step): Monte Carlo over the paths' ``V*``,
+        ``ε`` and fresh Gaussian fields ``Ξ ~ N(0, Q(t,t))``;
+        ``"population"``: :func:`dmftsolve.population.population_loss`
+        (quadrature/QMC, ~40 ms a step; replicates for the errors still use
+        Monte Carlo, so its error bar is conservative); ``"none"``: not
+        computed (NaN), for callers that only need the kernels or the paths.
+    stein_regression : bool
+        With ``method="stein"``: replace ``E[g ζᵀ]`` by the least-squares
+        coefficients of ``g`` on the innovations (sample Gram instead of ``I``),
+        a control variate for the part of ``g`` linear in ``ζ``. Off by
+        default: it reduced the spread of ``Γ`` only marginally in the tests.
+    progress : bool
+        Show a tqdm progress bar.
+    blas_threads : int or None
+        BLAS threads during the solve (default 1; None leaves the setting alone).
+        The per-step linear algebra is small, and multi-threaded OpenBLAS on
+        small matrices on a loaded machine was 20× slower (31 s vs 1.5 s for
+        200 steps with 5000 paths).
+    throw : bool
+        Raise :class:`SolverError` on failure (non-finite values); otherwise
+        return a result with a failure status and NaN after the failing step.
+
+    Examples
+    --------
+    >>> DMFTSettings(n_paths=1000, seed=0).total_paths()
+    1000
+    >>> DMFTSettings(n_batches=1)
+    Traceback (most recent call last):
+    ...
+    ValueError: n_batches must be an integer >= 2, got 1
+    """
+
+    n_paths: int = 100_000
+    seed: SeedLike = None
+    steps: int | None = None
+    method: Method = "stein"
+    antithetic: bool = True
+    reflect: tuple[int, ...] = ()
+    n_batches: int = 20
+    keep_samples_at: tuple[int, ...] = ()
+    errors: Literal["replicate", "batch"] = "replicate"
+    null_rtol: float | None = None
+    test_loss: Literal["mc", "population", "none"] = "mc"
+    stein_regression: bool = False
+    progress: bool = False
+    blas_threads: int | None = 1
+    throw: bool = True
+
+    def __post_init__(self) -> None:
+        B = _check_int("n_batches", self.n_batches, 2)
+        n = _check_int("n_paths", self.n_paths, 1)
+        if n < 2 * B:
+            raise ValueError(f"n_paths must be at least 2*n_batches={2 * B}, got {self.n_paths!r}")
+        if self.steps is not None:
+            object.__setattr__(self, "steps", _check_int("steps", self.steps, 0))
+        if self.method not in ("stein", "pathwise"):
+            raise ValueError(f"method must be 'stein' or 'pathwise', got {self.method!r}")
+        if self.errors not in ("replicate", "batch"):
+            raise ValueError(f"errors must be 'replicate' or 'batch', got {self.errors!r}")
+        if self.test_loss not in ("mc", "population", "none"):
+            raise ValueError(f"test_loss must be 'mc', 'population' or 'none', got {self.test_loss!r}")
+        if self.null_rtol is not None:
+            r = self.null_rtol
+            if isinstance(r, bool) or not isinstance(r, (int, float, np.floating)) or not 0 <= r < 1:
+                raise ValueError(f"null_rtol must be a number in [0, 1) or None, got {r!r}")
+        if self.blas_threads is not None:
+            _check_int("blas_threads", self.blas_threads, 1)
+        for name in ("antithetic", "stein_regression", "progress", "throw"):
+            if not isinstance(getattr(self, name), (bool, np.bool_)):
+                raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
+        if not (self.seed is None or isinstance(self.seed, (np.random.SeedSequence, np.random.Generator))):
+            as_seed_sequence(self.seed)  # raises ValueError naming the seed
+        object.__setattr__(self, "n_paths", n)
+        object.__setattr__(self, "n_batches", B)
+        object.__setattr__(self, "reflect", _check_ints("reflect", self.reflect))
+        object.__setattr__(self, "keep_samples_at", _check_ints("keep_samples_at", self.keep_samples_at))
+
+    # ------------------------------------------------------------------ derived
+    @property
+    def rtol(self) -> float:
+        """``null_rtol`` with its method default filled in."""
+        if self.null_rtol is not None:
+            return float(self.null_rtol)
+        return 1e-4 if self.method == "stein" else 1e-10
+
+    def total_paths(self) -> int:
+        """``n_paths`` rounded up to whole batches of antithetic (and reflected) pairs."""
+        unit = self.n_batches * (2 if self.antithetic else 1) * (2 if self.reflect else 1)
+        return int(math.ceil(self.n_paths / unit) * unit)
+
+    def resolved_steps(self, problem: Problem) -> int:
+        """``steps``, or the problem's ``training.steps`` when None."""
+        return problem.training.steps if self.steps is None else self.steps
+
+    def check(self, problem: Problem) -> None:
+        """The checks that need the problem (``reflect`` within ``k``, kept steps within ``T``)."""
+        T = self.resolved_steps(problem)
+        if any(j >= problem.k for j in self.reflect):
+            raise ValueError(f"reflect must hold target directions in [0, {problem.k}), got "
+                             f"{list(self.reflect)!r}")
+        if any(t > T for t in self.keep_samples_at):
+            raise ValueError(f"keep_samples_at must lie in 0..{T}, got {list(self.keep_samples_at)!r}")
+
+    def memory_bytes(self, problem: Problem) -> int:
+        """Estimated peak memory of :func:`solve_dmft` with these settings, in bytes.
+
+        Counts the arrays whose size grows with ``N``, ``T`` and ``m``: the
+        path history (``2 (T+1) m × N``), one history-sized temporary, the
+        ``((T+2) m)²`` kernel stores (``Q, R, Γ`` and its error, ``Cg, L`` and
+        the assembled copies), the estimator's store (pathwise
+        ``N ((T+1) m)²``; Stein regression ``(B+1) ((T+1) m)²``), the kept
+        paths, and with ``errors="replicate"`` the replicates' ``Γ``.
+        """
+        T, m, k = self.resolved_steps(problem), problem.m, problem.k
+        N, B = self.total_paths(), self.n_batches
+        Tm1, Tm2 = (T + 1) * m, (T + 2) * m
+        n = 2 * 2 * Tm1 * N  # path history X and one temporary of its size
+        n += 2 * Tm2 * Tm2 + 4 * Tm1 * Tm1 + 5 * Tm1 * Tm1  # Q, R; Γ, Γ_err, Cg, L; assembled blocks
+        n += len(self.keep_samples_at) * N * (2 * m + k + 1 + m * m)
+        n += N * (8 * m + 2 * k + 2 * m * m + 8)  # per-step path arrays
+        if self.method == "pathwise":
+            n += PathwiseResponse.memory_bytes(n_paths=N, steps=T, m=m) // 8
+        elif self.stein_regression:
+            n += SteinResponse.memory_bytes(n_paths=N, n_batches=B, steps=T, m=m, regression=True) // 8
+        if self.errors == "replicate":
+            n += B * Tm1 * Tm1
+        return 8 * int(n)
+
+    def to_dict(self, problem: Problem | None = None) -> dict[str, Any]:
+        """JSON-ready record (the seed as given; ``n_paths`` both requested and total)."""
+        seed = self.seed
+        if isinstance(seed, np.random.SeedSequence):
+            seed = seed_record(seed)
+        elif isinstance(seed, np.random.Generator):
+            seed = "Generator"
+        out = {"n_paths": self.total_paths(), "n_paths_requested": self.n_paths, "seed": seed,
+               "steps": self.steps if problem is None else self.resolved_steps(problem),
+               "method": self.method, "antithetic": self.antithetic, "reflect": list(self.reflect),
+               "n_batches": self.n_batches, "keep_samples_at": list(self.keep_samples_at),
+               "null_rtol": self.rtol, "test_loss": self.test_loss,
+               "stein_regression": self.stein_regression, "errors": self.errors}
+        return out
+
+
+def available_memory_bytes() -> int | None:
+    """Memory available to a new allocation (``MemAvailable`` of ``/proc/meminfo``), or None if unknown."""
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return int(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+    except (ValueError, OSError, AttributeError):
+        return None
 
 
 # --------------------------------------------------------------------------- result
-@dataclass(repr=False)
-class DMFTResult(ResultBase):
+@dataclass(frozen=True, kw_only=True, repr=False, eq=False)
+class DMFTResult(Result):
     """Output of :func:`solve_dmft`.
 
     Kernels are indexed by times ``0…T`` and hold ``m×m`` blocks:
@@ -150,19 +390,15 @@ class DMFTResult(ResultBase):
     no ridge penalty), ``test_loss`` (population loss at ``(M_t, Q(t,t))``),
     ``grad_norm`` ``‖∇L(W^t)‖_F²`` (unprojected gradient of the empirical
     risk including the ridge term), ``cosine`` (largest principal cosine
-    between ``span(W^t)`` and ``span(Θ*)``), each with ``*_err`` (batch-means
-    standard error, conditional on the earlier kernels).
+    between ``span(W^t)`` and ``span(Θ*)``), each with ``*_err`` (standard
+    error as chosen by ``errors``; ``diagnostics["error_model"]``).
 
     ``b`` (shape ``(T+1, m)``) is the trained bias ``b_t`` (exactly zero when
     the problem has ``bias=False``) and ``b_err`` its error; ``grad_norm``
-    does not include the bias gradient.
+    does not include the bias gradient. The paths kept at the steps
+    ``keep_samples_at`` are returned by :meth:`law` (and :meth:`samples`).
     """
 
-    status: Status
-    message: str
-    settings: dict[str, Any]
-    diagnostics: dict[str, Any]
-    elapsed: float
     Q: np.ndarray
     Gamma: np.ndarray
     R: np.ndarray
@@ -181,7 +417,7 @@ class DMFTResult(ResultBase):
     Q_err: np.ndarray
     b: np.ndarray
     b_err: np.ndarray
-    _samples: dict[int, dict[str, np.ndarray]] = field(default_factory=dict)
+    kept: dict[int, dict[str, np.ndarray]] = field(default_factory=dict, repr=False)
 
     @property
     def steps(self) -> int:
@@ -208,20 +444,50 @@ class DMFTResult(ResultBase):
 
         Returns a dict with ``V`` (N, m) the training pre-activations ``V^t``
         (memory term and bias included), ``Vstar`` (N, k), ``y`` (N,), ``D`` (N, m, m)
-        ``= ∇²_V ℓ(y, V^t)``.
+        ``= ∇²_V ℓ(y, V^t)``. :meth:`law` returns the same as a typed
+        :class:`~dmftsolve.hessian.law.Law`.
         """
-        if t not in self._samples:
-            kept = sorted(self._samples)
-            raise KeyError(f"samples at t={t} were not kept; kept: {kept} (use keep_samples_at)")
-        return self._samples[t]
+        if t not in self.kept:
+            raise KeyError(f"samples at t={t} were not kept; kept: {sorted(self.kept)} "
+                           "(use keep_samples_at)")
+        return self.kept[t]
+
+    def law(self, t: int) -> Law:
+        """The Monte Carlo law of the training fields ``(D, V*, V, y)`` at step ``t``.
+
+        Raises
+        ------
+        KeyError
+            If the paths at ``t`` were not kept (``keep_samples_at``).
+        """
+        s = self.samples(t)
+        return Law(D=s["D"], Vstar=s["Vstar"], V=s["V"], y=s["y"], kind="monte_carlo",
+                   n_paths=int(s["D"].shape[0]), t=int(t),
+                   diagnostics={"source": "dmft", "delta": self.settings.get("delta"),
+                                "seed": self.settings.get("seed")})
 
     def to_dict(self) -> dict[str, Any]:
         d = super().to_dict()
-        d.pop("_samples", None)
+        d.pop("kept", None)
         return d
 
 
 # --------------------------------------------------------------------------- helpers
+def largest_cosines(M: np.ndarray, Q: np.ndarray) -> np.ndarray:
+    """:func:`largest_cosine` for a stack: ``M`` (B, k, m), ``Q`` (B, m, m) → (B,)."""
+    M = np.asarray(M, dtype=float)
+    Q = np.asarray(Q, dtype=float)
+    G = np.swapaxes(M, 1, 2) @ M + Q
+    G = (G + np.swapaxes(G, 1, 2)) / 2
+    w, U = np.linalg.eigh(G)
+    scale = np.maximum(w.max(axis=1, initial=0.0), 1e-300)
+    keep = w > 1e-12 * scale[:, None]
+    inv = np.where(keep, 1.0 / np.sqrt(np.where(keep, w, 1.0)), 0.0)
+    Gih = (U * inv[:, None, :]) @ np.swapaxes(U, 1, 2)
+    s = np.linalg.svd(M @ Gih, compute_uv=False).max(axis=1, initial=0.0)
+    return np.minimum(1.0, s)
+
+
 def largest_cosine(M: np.ndarray, Q: np.ndarray) -> float:
     """Largest principal cosine between ``span(W)`` and ``span(Θ*)``.
 
@@ -231,17 +497,7 @@ def largest_cosine(M: np.ndarray, Q: np.ndarray) -> float:
     (pseudo-inverse on the null space; 0 when ``W = 0``). For ``m = k = 1``
     this is ``|M|/√(M² + Q)``.
     """
-    M = np.atleast_2d(M)
-    G = M.T @ M + Q
-    G = (G + G.T) / 2
-    w, U = np.linalg.eigh(G)
-    scale = max(float(w.max(initial=0.0)), 1e-300)
-    keep = w > 1e-12 * scale
-    if not keep.any():
-        return 0.0
-    Gih = (U[:, keep] / np.sqrt(w[keep])) @ U[:, keep].T
-    s = np.linalg.svd(M @ Gih, compute_uv=False)
-    return float(min(1.0, s.max(initial=0.0)))
+    return float(largest_cosines(np.atleast_2d(M)[None], np.atleast_2d(Q)[None])[0])
 
 
 def _psd_cholesky(S: np.ndarray, ref: np.ndarray, rtol: float) -> tuple[np.ndarray, np.ndarray]:
@@ -258,38 +514,6 @@ def _psd_cholesky(S: np.ndarray, ref: np.ndarray, rtol: float) -> tuple[np.ndarr
         L[j, j] = math.sqrt(piv)
         L[j + 1:, j] = (S[j + 1:, j] - L[j + 1:, :j] @ L[j, :j]) / L[j, j]
     return L, null
-
-
-def _extend_gram_cholesky(Cz: np.ndarray, ok: np.ndarray, Szz: np.ndarray, t: int, m: int,
-                          null: np.ndarray, tm: int, t1m: int, n_eff: np.ndarray,
-                          p_ratio: float) -> None:
-    """Extend, for each estimate ``i`` still regressing, the Cholesky factor of the
-    sample Gram of the innovations ``ζ^{≤t}`` by block row ``t`` (``Szz[i]``).
-    Zero-variance components get a unit diagonal. Regression stops (``ok[i] = False``)
-    once the regressors exceed ``p_ratio`` of the independent paths, or if the Gram
-    is numerically singular."""
-    for i in range(Cz.shape[0]):
-        if not ok[i]:
-            continue
-        if t1m > p_ratio * n_eff[i]:
-            ok[i] = False
-            continue
-        row = Szz[i]
-        if t > 0:
-            Crow = sla.solve_triangular(Cz[i, :tm, :tm], row[:, :tm].T, lower=True,
-                                        check_finite=False).T
-        else:
-            Crow = np.zeros((m, 0))
-        Stt = row[:, tm:t1m] - Crow @ Crow.T
-        Stt = (Stt + Stt.T) / 2
-        Stt[null, null] = 1.0
-        try:
-            Ctt = np.linalg.cholesky(Stt)
-        except np.linalg.LinAlgError:
-            ok[i] = False
-            continue
-        Cz[i, tm:t1m, :tm] = Crow
-        Cz[i, tm:t1m, tm:t1m] = Ctt
 
 
 def _sym_sqrt(S: np.ndarray) -> np.ndarray:
@@ -314,10 +538,17 @@ def _test_sample(problem: Problem, n: int, rng: np.random.Generator) -> dict[str
     return {"Vstar": Vs, "y": y, "zeta": rng.standard_normal((problem.m, n))}
 
 
-def _population_loss_mc(problem: Problem, M: np.ndarray, Q: np.ndarray,
-                        sample: dict[str, np.ndarray],
-                        b: np.ndarray | None = None) -> tuple[float, float]:
-    """Monte Carlo population loss ``E ℓ(y, M_tᵀV* + Ξ + b)``, ``Ξ ~ N(0, Q)``, with its SE."""
+def _test_loss(problem: Problem, source: str, M: np.ndarray, Q: np.ndarray, b: np.ndarray | None,
+               sample: dict[str, np.ndarray] | None) -> tuple[float, float]:
+    """Test loss at ``(M_t, Q(t,t), b_t)`` with its error, from ``source`` (``test_loss`` setting)."""
+    if source == "none":
+        return math.nan, math.nan
+    if source == "population":
+        from dmftsolve.population import population_loss
+
+        e = population_loss(problem, M, (Q + Q.T) / 2, b)
+        return float(e.value), float(e.error)
+    assert sample is not None
     V = M.T @ sample["Vstar"] + _sym_sqrt(Q) @ sample["zeta"]
     if b is not None:
         V = V + np.asarray(b, dtype=float)[:, None]
@@ -325,13 +556,297 @@ def _population_loss_mc(problem: Problem, M: np.ndarray, Q: np.ndarray,
     return float(lv.mean()), float(lv.std(ddof=1) / math.sqrt(lv.size))
 
 
-def _population_loss(problem: Problem, M: np.ndarray, Q: np.ndarray,
-                     b: np.ndarray | None = None) -> tuple[float, float]:
-    """Test loss from :func:`dmftsolve.population.population_loss` (bias ``b`` if given)."""
-    from dmftsolve.population import population_loss
+def _estimator(cfg: DMFTSettings, B: int, nb: int, T: int, m: int) -> ResponseEstimator:
+    if cfg.method == "pathwise":
+        return PathwiseResponse(n_batches=B, batch_size=nb, steps=T, m=m)
+    return SteinResponse(n_batches=B, batch_size=nb, steps=T, m=m, antithetic=cfg.antithetic,
+                         regression=cfg.stein_regression)
 
-    e = population_loss(problem, M, (Q + Q.T) / 2, b)
-    return float(e.value), float(e.error)
+
+# --------------------------------------------------------------------------- driver
+_OBSERVABLES = ("train_loss", "train_loss_err", "test_loss", "test_loss_err", "grad_norm",
+                "grad_norm_err", "cosine", "cosine_err")
+
+
+class _Run:
+    """One forward pass of the DMFT (state of the driver loop; see :func:`solve_dmft`)."""
+
+    def __init__(self, problem: Problem, delta: float, cfg: DMFTSettings, root: np.random.SeedSequence,
+                 test: dict[str, np.ndarray] | None) -> None:
+        self.problem, self.delta, self.cfg = problem, delta, cfg
+        k, m = problem.k, problem.m
+        T = self.T = cfg.resolved_steps(problem)
+        B = self.B = cfg.n_batches
+        N = self.N = cfg.total_paths()
+        nb = self.nb = N // B
+        self.k, self.m = k, m
+        tr = problem.training
+        self.eta, self.lam = tr.eta, tr.lam
+        self.held = list(tr.hold_zero)
+        self.keep = set(cfg.keep_samples_at)
+        self.estimator = _estimator(cfg, B, nb, T, m)
+        self.rng = as_generator(root)
+        self.n_base = nb // ((2 if cfg.antithetic else 1) * (2 if cfg.reflect else 1))
+        self.Vstar = self._draw_shared(k, cfg.reflect)  # (k, N)
+        eps = self._draw_shared(1)[0] if problem.target.noisy else np.zeros(N)
+        self.y = np.broadcast_to(np.asarray(problem.labels(self.Vstar.T, eps), dtype=float), (N,)).copy()
+        if test is None and cfg.test_loss == "mc":
+            test = _test_sample(problem, N, as_generator(child(root, 0)))
+        self.test = test
+        self.Vstar_b = self.Vstar.reshape(k, B, nb).transpose(1, 0, 2)  # (B, k, nb)
+        Tm1, Tm2 = (T + 1) * m, (T + 2) * m
+        self.X = np.zeros((2 * Tm1, N))  # time-major rows [ζ^t (m rows), g^t (m rows)]
+        self.Qb, self.Rb = np.zeros((Tm2, Tm2)), np.zeros((Tm2, Tm2))
+        self.Gb, self.Gb_err = np.zeros((Tm1, Tm1)), np.zeros((Tm1, Tm1))
+        self.Cb = np.zeros((Tm1, Tm1))
+        self.Lb = np.zeros((Tm1, Tm1))  # L̃: L with 1 on the diagonal at null pivots
+        self.null_mask = np.zeros(Tm1, dtype=bool)
+        self.M, self.M_err = np.zeros((T + 2, k, m)), np.zeros((T + 2, k, m))
+        self.bvec, self.b_err = np.zeros((T + 2, m)), np.zeros((T + 2, m))  # b_t: 0 without a bias
+        self.Q_err = np.zeros((T + 2, m, m))
+        self.out = {name: np.full(T + 1, np.nan) for name in _OBSERVABLES}
+        self.kept: dict[int, dict[str, np.ndarray]] = {}
+        self.min_pivot = np.full(T + 1, np.nan)
+        self.n_null = np.zeros(T + 1, dtype=int)
+        self.zmean = np.zeros((B, Tm1))
+        self.eye = np.eye(m)
+        M0 = np.array(tr.init.overlaps(k, m), dtype=float)
+        M0[self.held, :] = 0.0
+        self.M[0] = M0
+        Q0 = np.array(tr.init.gram(m), dtype=float)
+        self.Qb[:m, :m] = (Q0 + Q0.T) / 2
+        self.Rb[:m, :m] = self.eye
+
+    # ------------------------------------------------------------------ random inputs
+    def _draw(self, rows: int) -> np.ndarray:
+        """Standard normals (rows, N): antithetic pairs inside each batch, and the whole
+        batch repeated for the reflected copies."""
+        h = self.rng.standard_normal((rows, self.B, self.n_base))
+        if self.cfg.antithetic:
+            h = np.concatenate([h, -h], axis=2)
+        if self.cfg.reflect:
+            h = np.concatenate([h, h], axis=2)
+        return h.reshape(rows, self.N)
+
+    def _draw_shared(self, rows: int, flip: tuple[int, ...] = ()) -> np.ndarray:
+        """Normals shared by the two members of an antithetic pair (V*, ε); rows ``flip``
+        change sign in the reflected copies."""
+        h = self.rng.standard_normal((rows, self.B, self.n_base))
+        if self.cfg.antithetic:
+            h = np.concatenate([h, h], axis=2)
+        if self.cfg.reflect:
+            sign = np.ones((rows, 1, 1))
+            sign[list(flip)] = -1.0
+            h = np.concatenate([h, sign * h], axis=2)
+        return h.reshape(rows, self.N)
+
+    def _blk(self, t: int) -> slice:
+        return slice(t * self.m, (t + 1) * self.m)
+
+    # ------------------------------------------------------------------ one step
+    def _cholesky_row(self, t: int) -> np.ndarray:
+        """Block row ``t`` of ``L̃`` (Cholesky of ``Q``); returns the zero-variance mask of step ``t``."""
+        blk, tm = self._blk(t), t * self.m
+        Qtt = self.Qb[blk, blk]
+        if t > 0:
+            Lrow = sla.solve_triangular(self.Lb[:tm, :tm], self.Qb[blk, :tm].T, lower=True,
+                                        check_finite=False).T
+            Lrow[:, self.null_mask[:tm]] = 0.0
+            self.Lb[blk, :tm] = Lrow
+            S = Qtt - Lrow @ Lrow.T
+        else:
+            S = Qtt.copy()
+        Ltt, null = _psd_cholesky((S + S.T) / 2, Qtt, self.cfg.rtol)
+        diag = np.diag(Ltt).copy()
+        self.min_pivot[t] = float(diag[~null].min()) ** 2 if (~null).any() else 0.0
+        self.n_null[t] = int(null.sum())
+        Ltt[null, null] = 1.0
+        self.Lb[blk, blk] = Ltt
+        self.null_mask[blk] = null
+        return null
+
+    def _fields(self, t: int, null: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Innovations ``ζ^t``, fields ``V^t = M_tᵀV* + U^t + b_t`` and gradients ``g^t`` (each (·, N))."""
+        m, blk = self.m, self._blk(t)
+        tm, t1m = t * m, (t + 1) * m
+        z = self._draw(m)
+        z[null] = 0.0
+        self.X[2 * tm: 2 * tm + m] = z
+        coef = np.zeros((m, 2 * t1m))
+        cz = coef.reshape(m, t + 1, 2, m)
+        # L row t, with the null columns (L̃ holds 1 on their diagonal) set to zero
+        cz[:, :, 0, :] = np.where(self.null_mask[:t1m], 0.0, self.Lb[blk, :t1m]).reshape(m, t + 1, m)
+        if t > 0:  # −(η/δ) R(t, u+1) for u < t
+            cz[:, :t, 1, :] = (-(self.eta / self.delta) * self.Rb[blk, m:t1m]).reshape(m, t, m)
+        V = self.M[t].T @ self.Vstar + coef @ self.X[: 2 * t1m]  # (m, N)
+        if self.problem.bias:
+            V += self.bvec[t][:, None]
+        g = np.asarray(self.problem.grad(self.y, V.T), dtype=float).T  # (m, N)
+        return z, V, g
+
+    def _train_observables(self, t: int, V: np.ndarray) -> np.ndarray | None:
+        """Training loss at ``t``; ``D^t`` when the estimator or ``keep_samples_at`` needs it."""
+        lv = self.problem.loss_value(self.y, V.T)
+        per_loss = lv.reshape(self.B, self.nb).mean(axis=1)
+        self.out["train_loss"][t] = per_loss.mean()
+        self.out["train_loss_err"][t] = _batch_se(per_loss[:, None])[0]
+        if not (self.estimator.needs_D or t in self.keep):
+            return None
+        D = np.asarray(self.problem.hess(self.y, V.T), dtype=float)  # (N, m, m)
+        if t in self.keep:
+            self.kept[t] = {"V": V.T.copy(), "Vstar": self.Vstar.T.copy(), "y": self.y.copy(),
+                            "D": D.copy()}
+        return D
+
+    def _moments(self, t: int, z: np.ndarray, g: np.ndarray, null: np.ndarray,
+                 D: np.ndarray | None) -> tuple[StepMoments, np.ndarray, np.ndarray]:
+        """Per-batch moments of step ``t``: the estimator's input, ``Cν`` row and ``E[V* gᵀ]``."""
+        m, B, nb = self.m, self.B, self.nb
+        tm, t1m = t * m, (t + 1) * m
+        self.X[2 * tm + m: 2 * t1m] = g
+        gz_b = np.concatenate([g, z], axis=0).reshape(2 * m, B, nb).transpose(1, 0, 2)
+        Xb = self.X[: 2 * t1m].reshape(2 * t1m, B, nb).transpose(1, 2, 0)  # (B, nb, rows)
+        mom = ((gz_b @ Xb) / nb).reshape(B, 2 * m, t + 1, 2, m)
+        g_b = gz_b[:, :m]  # (B, m, nb)
+        self.zmean[:, self._blk(t)] = z.reshape(m, B, nb).mean(axis=-1).T
+        step = StepMoments(
+            t=t, m=m, g=g_b,
+            gz=mom[:, :m, :, 0, :].reshape(B, m, t1m),  # E_b[g^t ζ^{uᵀ}]
+            zz=mom[:, m:, :, 0, :].reshape(B, m, t1m),  # E_b[ζ^t ζ^{uᵀ}]
+            zmean=self.zmean[:, :t1m], null=null, null_mask=self.null_mask[:t1m].copy(),
+            L=self.Lb[:t1m, :t1m], D=D, R_row=self.Rb[self._blk(t), m:t1m],
+            eta_over_delta=self.eta / self.delta,
+        )
+        Cn_b = mom[:, :m, :, 1, :].reshape(B, m, t1m) / self.delta  # E_b[g^t g^{uᵀ}]/δ
+        EVg_b = (self.Vstar_b @ g_b.transpose(0, 2, 1)) / nb  # (B, k, m)
+        return step, Cn_b, EVg_b
+
+    def _advance(self, t: int, Gam: np.ndarray, Gam_b: np.ndarray, Cn_b: np.ndarray,
+                 EVg_b: np.ndarray, g_b: np.ndarray) -> bool:
+        """Store row ``t`` of ``Γ, Cg`` and advance ``Q, R, M, b`` to ``t+1``; False if non-finite."""
+        m, eta, lam, held, eye = self.m, self.eta, self.lam, self.held, self.eye
+        blk, blk2 = self._blk(t), self._blk(t + 1)
+        tm, t1m = t * m, (t + 1) * m
+        Cn, EVg = Cn_b.mean(axis=0), EVg_b.mean(axis=0)
+        self.Gb[blk, :t1m] = Gam
+        self.Gb_err[blk, :t1m] = _batch_se(Gam_b)
+        self.Cb[blk, :t1m] = Cn * self.delta
+        self.Cb[:t1m, blk] = (Cn * self.delta).T
+        # stack the overall estimate (index 0) with the per-batch ones
+        Gt = np.concatenate([Gam[None], Gam_b])  # (B+1, m, t1m)
+        Gt[:, :, tm:t1m] += lam * eye
+        Cs = np.concatenate([Cn[None], Cn_b])
+        Qtt_ = self.Qb[:t1m, :t1m]
+        Nrow = -eta * (Cs[:, :, :tm] @ self.Rb[:t1m, m:t1m].T)  # (B+1, m, t1m); R(u, b+1) blocks
+        F = Nrow + Gt @ Qtt_  # E[φ ω^{≤tᵀ}]
+        GtT = Gt.transpose(0, 2, 1)
+        Ephi = Cs[:, :, tm:t1m] + Nrow @ GtT + (Nrow @ GtT).transpose(0, 2, 1) + Gt @ Qtt_ @ GtT
+        Ft = F[:, :, tm:t1m]
+        Qnext = self.Qb[blk, blk][None] - eta * (Ft + Ft.transpose(0, 2, 1)) + eta**2 * Ephi
+        Qnext = (Qnext + Qnext.transpose(0, 2, 1)) / 2
+        Qrow = self.Qb[blk, :t1m] - eta * F[0]  # Q(t+1, ≤t)
+        Mt = self.M[t]
+        Mnext = (1 - eta * lam) * Mt[None] - eta * EVg_b
+        Mnext_all = (1 - eta * lam) * Mt - eta * EVg
+        Mnext[:, held, :] = 0.0
+        Mnext_all[held, :] = 0.0
+        # ‖∇L‖_F: parallel part (held rows excluded, as in projected GD) + orthogonal part
+        par_b = EVg_b + lam * Mt[None]
+        par_b[:, held, :] = 0.0
+        par = EVg + lam * Mt
+        par[held, :] = 0.0
+        gn_b = np.sqrt(np.clip((par_b**2).sum(axis=(1, 2)) + np.trace(Ephi[1:], axis1=1, axis2=2),
+                               0.0, None))
+        self.out["grad_norm"][t] = math.sqrt(max(float((par**2).sum() + np.trace(Ephi[0])), 0.0))
+        self.out["grad_norm_err"][t] = _batch_se(gn_b[:, None])[0]
+        self.Qb[blk2, :t1m] = Qrow
+        self.Qb[:t1m, blk2] = Qrow.T
+        self.Qb[blk2, blk2] = Qnext[0]
+        self.Rb[blk2, :t1m] = self.Rb[blk, :t1m] - eta * (Gt[0] @ self.Rb[:t1m, :t1m])
+        self.Rb[blk2, blk2] = eye
+        self.M[t + 1] = Mnext_all
+        self.M_err[t + 1] = _batch_se(Mnext)
+        if self.problem.bias:  # b_{t+1} = b_t − η E[g^t]
+            Eg_batches = g_b.mean(axis=2)  # (B, m)
+            self.bvec[t + 1] = self.bvec[t] - eta * Eg_batches.mean(axis=0)
+            self.b_err[t + 1] = _batch_se(self.bvec[t][None] - eta * Eg_batches)
+        self.Q_err[t + 1] = _batch_se(Qnext[1:])
+        # cosine at t (all paths) and the batch spread of the cosine at t+1, in one call
+        cos = largest_cosines(np.concatenate([Mt[None], Mnext]),
+                              np.concatenate([self.Qb[blk, blk][None], Qnext[1:]]))
+        self.out["cosine"][t] = cos[0]
+        if t + 1 <= self.T:
+            self.out["cosine_err"][t + 1] = _batch_se(cos[1:, None])[0]
+        return all(np.all(np.isfinite(a)) for a in (Gam, Cn, Qnext[0], Qrow, Mnext_all,
+                                                    self.Rb[blk2, :t1m], self.bvec[t + 1]))
+
+    # ------------------------------------------------------------------ the loop
+    def run(self, settings: dict[str, Any], t_start: float) -> DMFTResult:
+        status, message, last = Status.SUCCESS, "", self.T
+        steps = range(self.T + 1)
+        if self.cfg.progress:
+            from tqdm import tqdm
+
+            steps = tqdm(steps, desc=f"DMFT ({self.cfg.method})", unit="step")
+        for t in steps:
+            null = self._cholesky_row(t)
+            z, V, g = self._fields(t, null)
+            if not np.all(np.isfinite(g)):
+                status, message, last = Status.NONFINITE, f"non-finite gradient g at step {t}", t - 1
+                break
+            D = self._train_observables(t, V)
+            step, Cn_b, EVg_b = self._moments(t, z, g, null, D)
+            Gam, Gam_b = self.estimator.row(step)
+            finite = self._advance(t, Gam, Gam_b, Cn_b, EVg_b, step.g)
+            blk = self._blk(t)
+            self.out["test_loss"][t], self.out["test_loss_err"][t] = _test_loss(
+                self.problem, self.cfg.test_loss, self.M[t], self.Qb[blk, blk],
+                self.bvec[t] if self.problem.bias else None, self.test)
+            if not finite:
+                status, message, last = Status.NONFINITE, f"non-finite kernels at step {t}", t
+                break
+        self.out["cosine_err"][0] = 0.0
+        return self._assemble(status, message, last, settings, t_start)
+
+    def _assemble(self, status: Status, message: str, last: int, settings: dict[str, Any],
+                  t_start: float) -> DMFTResult:
+        m, n1 = self.m, self.T + 1
+
+        def blocks(A: np.ndarray) -> np.ndarray:
+            return A[: n1 * m, : n1 * m].reshape(n1, m, n1, m).transpose(0, 2, 1, 3).copy()
+
+        Qk, Rk, Gk, Ck, Gek = (blocks(A) for A in (self.Qb, self.Rb, self.Gb, self.Cb, self.Gb_err))
+        Mk, bk = self.M[:n1].copy(), self.bvec[:n1].copy()
+        out = self.out
+        if status is not Status.SUCCESS:
+            bad = max(last + 1, 0)
+            for A in (Gk, Ck, Gek):
+                A[bad:, :] = np.nan
+                A[:, bad:] = np.nan
+            for A in (Qk, Rk):
+                A[bad + 1:, :] = np.nan
+                A[:, bad + 1:] = np.nan
+            Mk[bad + 1:] = np.nan
+            bk[bad + 1:] = np.nan
+            for arr in out.values():
+                arr[bad:] = np.nan
+        T1 = self._blk(self.T + 1)
+        diagnostics = {
+            "n_paths": self.N,
+            "innovation_min_pivot": self.min_pivot,
+            "zero_variance_innovations": self.n_null,
+            "stein_regressed": np.zeros(n1, dtype=bool),
+            "error_model": "batch means over n_batches, conditional on earlier kernels "
+                           "(propagated kernel error not included)",
+            "test_loss_source": self.cfg.test_loss,
+            "Q_next": self.Qb[T1, T1].copy() if status is Status.SUCCESS else None,
+        } | self.estimator.diagnostics()
+        return DMFTResult(
+            status=status, message=message, settings=settings, diagnostics=diagnostics,
+            elapsed=time.perf_counter() - t_start,
+            Q=Qk, Gamma=Gk, R=Rk, Cg=Ck, M=Mk, Gamma_err=Gek, M_err=self.M_err[:n1].copy(),
+            Q_err=self.Q_err[:n1].copy(), b=bk, b_err=self.b_err[:n1].copy(), kept=self.kept, **out,
+        )
 
 
 # --------------------------------------------------------------------------- solver
@@ -339,63 +854,57 @@ _ERR_FIELDS = (("train_loss", "train_loss_err"), ("test_loss", "test_loss_err"),
                ("grad_norm", "grad_norm_err"), ("cosine", "cosine_err"),
                ("Gamma", "Gamma_err"), ("M", "M_err"), ("b", "b_err"))
 
+_REPLICATE_MODEL = ("replicates: std over n_batches independent solves of n_paths/n_batches "
+                    "paths, divided by sqrt(n_batches)")
 
-def _replicate_errors(res: DMFTResult, problem: Problem, delta: float, *, N: int, B: int,
-                      seed: int, T: int, test: dict[str, np.ndarray], method: str,
-                      antithetic: bool, null_rtol: float, test_loss: str,
-                      stein_regression: bool, reflect: tuple[int, ...] = ()) -> None:
-    """Replace the ``*_err`` arrays of ``res`` by replicate standard errors (in place).
 
-    Replicates evaluate the test loss on the same test sample (``test``)."""
-    children = np.random.SeedSequence(seed).spawn(B)
-    reps = []
-    for child in children:
-        r = solve_dmft(problem, delta, n_paths=max(N // B, 8), seed=int(child.generate_state(1)[0]),
-                       steps=T, method=method, antithetic=antithetic, reflect=reflect, n_batches=2,
-                       throw=False,
-                       null_rtol=null_rtol, test_loss="mc",
-                       stein_regression=stein_regression, errors="batch", _test=test)
-        if r.ok:
-            reps.append(r)
-    res.diagnostics["conditional_err"] = {
-        err: getattr(res, err) for _, err in _ERR_FIELDS} | {"Q_err": res.Q_err}
-    res.diagnostics["replicates"] = len(reps)
+def _solve_once(problem: Problem, delta: float, cfg: DMFTSettings, root: np.random.SeedSequence,
+                test: dict[str, np.ndarray] | None) -> DMFTResult:
+    """One forward pass with batch-means errors (``test``: the test sample, drawn if None)."""
+    t_start = time.perf_counter()
+    settings = {"problem": problem.to_dict(), "delta": delta} | cfg.to_dict(problem)
+    if cfg.seed is None:
+        settings["seed"] = seed_record(root)
+    return _Run(problem, delta, cfg, root, test).run(settings, t_start)
+
+
+def _replicate_errors(res: DMFTResult, problem: Problem, delta: float, cfg: DMFTSettings,
+                      root: np.random.SeedSequence, test: dict[str, np.ndarray] | None) -> DMFTResult:
+    """``res`` with its ``*_err`` arrays replaced by the spread of ``n_batches`` replicate solves.
+
+    Replicate ``j`` has ``n_paths/n_batches`` paths and seed ``child(root, 1 + j)``; all of
+    them evaluate the test loss on the same test sample (common random numbers), so their
+    spread is the propagated kernel error only, and the main solve's own test-sample error
+    is added to it.
+    """
+    B, N = cfg.n_batches, res.diagnostics["n_paths"]
+    n_test = min(N, 2**14)
+    shared = None if test is None else {key: v[..., :n_test] for key, v in test.items()}
+    rep_cfg = dataclasses.replace(
+        cfg, n_paths=max(N // B, 8), n_batches=2, errors="batch", keep_samples_at=(), progress=False,
+        throw=False, null_rtol=cfg.rtol, test_loss="none" if cfg.test_loss == "none" else "mc")
+    reps = [r for r in (_solve_once(problem, delta, rep_cfg, child(root, 1 + j), shared) for j in range(B))
+            if r.ok]
+    conditional = {err: getattr(res, err) for _, err in _ERR_FIELDS} | {"Q_err": res.Q_err}
+    diagnostics = res.diagnostics | {"conditional_err": conditional, "replicates": len(reps),
+                                     "error_model": _REPLICATE_MODEL}
+    warnings = list(res.warnings)
     if len(reps) < 2:
-        res.diagnostics["error_model"] += " (too few successful replicates: errors are NaN)"
-        for _, err in _ERR_FIELDS:
-            setattr(res, err, np.full_like(getattr(res, err), np.nan))
-        res.Q_err = np.full_like(res.Q_err, np.nan)
-        return
-    n = len(reps)
-    for val, err in _ERR_FIELDS:
-        stack = np.stack([getattr(r, val) for r in reps])
-        setattr(res, err, stack.std(axis=0, ddof=1) / math.sqrt(n))
-    res.Q_err = np.stack([r.q_diag for r in reps]).std(axis=0, ddof=1) / math.sqrt(n)
-    # the replicates share one test sample (common random numbers): their spread is the
-    # propagated kernel error only; add the main solve's own test-sample error
-    res.test_loss_err = np.hypot(res.test_loss_err, res.diagnostics["conditional_err"]["test_loss_err"])
+        warnings.append(f"only {len(reps)} of {B} replicate solves succeeded: the errors are NaN")
+        errs = {err: np.full_like(getattr(res, err), np.nan) for _, err in _ERR_FIELDS}
+        errs["Q_err"] = np.full_like(res.Q_err, np.nan)
+    else:
+        n = len(reps)
+        with np.errstate(over="ignore", invalid="ignore"):
+            errs = {err: np.stack([getattr(r, val) for r in reps]).std(axis=0, ddof=1) / math.sqrt(n)
+                    for val, err in _ERR_FIELDS}
+            errs["Q_err"] = np.stack([r.q_diag for r in reps]).std(axis=0, ddof=1) / math.sqrt(n)
+        errs["test_loss_err"] = np.hypot(errs["test_loss_err"], res.test_loss_err)
+    return dataclasses.replace(res, diagnostics=diagnostics, warnings=warnings, **errs)
 
 
-def _solve_dmft(
-    problem: Problem,
-    delta: float,
-    *,
-    n_paths: int = 100_000,
-    seed: int | None = None,
-    steps: int | None = None,
-    method: Method = "stein",
-    antithetic: bool = True,
-    reflect: tuple[int, ...] | list[int] = (),
-    n_batches: int = 20,
-    keep_samples_at: tuple[int, ...] | list[int] = (),
-    throw: bool = True,
-    progress: bool = False,
-    null_rtol: float | None = None,
-    test_loss: Literal["mc", "population"] = "mc",
-    stein_regression: bool = False,
-    errors: Literal["replicate", "batch"] = "replicate",
-    _test: dict[str, np.ndarray] | None = None,
-) -> DMFTResult:
+def solve_dmft(problem: Problem, delta: float, settings: DMFTSettings | None = None,
+               **overrides: Any) -> DMFTResult:
     """Solve the discrete-time DMFT of GD for ``problem`` at sample ratio ``delta``.
 
     Parameters
@@ -407,436 +916,65 @@ def _solve_dmft(
         (``DMFTResult.b``).
     delta : float
         ``δ = n/d``.
-    n_paths : int
-        Monte Carlo paths ``N`` of the sample process (rounded up to a multiple
-        of ``n_batches`` — of ``2·n_batches`` with antithetic pairs).
-    seed : int, optional
-        Seed of the path generator; drawn and recorded in ``settings`` if None.
-    steps : int, optional
-        Number of GD steps ``T`` (default ``problem.training.steps``).
-    method : {"stein", "pathwise"}
-        How ``Γ`` is estimated (module docstring). ``"stein"`` is
-        ``O(N T² m²)``; ``"pathwise"`` is ``O(N T³ m³)`` with ``O(N T² m²)``
-        memory and is the reference.
-    antithetic : bool
-        Pair every path with its mirror ``ζ → −ζ``.
-    reflect : sequence of int
-        Target directions ``j`` (columns of ``V*``) to pair by reflection:
-        every path is repeated with ``V*_j → −V*_j`` (same innovations and
-        noise). Unbiased for any target (``V*`` is symmetric); for a target
-        even in ``z_j`` it makes ``E[V*_j g]`` vanish exactly while
-        ``M_j = 0``, so a small warm-start overlap ``M0`` along ``j`` (the
-        ``1/√d`` overlap of a finite-d random start) is not swamped by the
-        ``N^{-1/2}`` Monte Carlo noise that otherwise seeds that direction.
-    n_batches : int
-        Batches for the batch-means standard errors (``>= 2``).
-    keep_samples_at : sequence of int
-        Steps at which :meth:`DMFTResult.samples` arrays are kept.
-    throw : bool
-        Raise :class:`SolverError` on failure (non-finite values); otherwise
-        return a result with a failure status and NaN after the failing step.
-    progress : bool
-        Show a tqdm progress bar.
-    null_rtol : float, optional
-        Relative pivot (innovation variance / ``Q(t,t)_jj``) below which an
-        innovation counts as zero-variance. Default ``1e-4`` for ``"stein"``
-        and ``1e-10`` for ``"pathwise"``. GD trajectories are smooth in ``t``,
-        so the innovations of ``Ξ`` decay fast (``~1e-5`` of ``Q(t,t)`` after 5
-        steps of the GeLU example); Stein divides by them, and with
-        ``null_rtol = 1e-10`` its ``Γ``/``R`` noise grew without bound
-        (overflow at step 167 of a 200-step run). Dropping them changes
-        ``Q`` by a relative ``≤ null_rtol``.
-    errors : {"replicate", "batch"}
-        How the ``*_err`` arrays are estimated. ``"replicate"`` (default): the
-        standard deviation over ``n_batches`` independent solves with
-        ``n_paths / n_batches`` paths each (own kernels), divided by
-        ``√n_batches`` — an honest error of the full solve including the
-        propagation of kernel noise through the recursion; it doubles the cost.
-        ``"batch"``: batch means over the main solve's paths, conditional on
-        the kernels of earlier steps (cheap; underestimates the error of
-        long-time quantities, by ~3× for ``Q(20,20)`` in the GeLU example).
-    stein_regression : bool
-        With ``method="stein"``: replace ``E[g ζᵀ]`` by the least-squares
-        coefficients of ``g`` on the innovations (sample Gram instead of ``I``),
-        a control variate for the part of ``g`` linear in ``ζ``. Off by
-        default: it reduced the spread of ``Γ`` only marginally in the tests.
-    test_loss : {"mc", "population"}
-        ``"mc"`` (default, ~5 ms a step): Monte Carlo over the paths' ``V*``,
-        ``ε`` and fresh Gaussian fields ``Ξ ~ N(0, Q(t,t))``;
-        ``"population"``: :func:`dmftsolve.population.population_loss`
-        (quadrature/QMC, ~40 ms a step; replicates for the errors still use
-        Monte Carlo, so its error bar is conservative).
+    settings : DMFTSettings, optional
+        The solver's options (defaults: ``DMFTSettings()``).
+    **overrides
+        Fields of :class:`DMFTSettings` given as keywords (``n_paths``, ``seed``,
+        ``steps``, ``method``, ``antithetic``, ``reflect``, ``n_batches``,
+        ``keep_samples_at``, ``errors``, ``null_rtol``, ``test_loss``,
+        ``stein_regression``, ``progress``, ``blas_threads``, ``throw``); they
+        replace the corresponding fields of ``settings``.
+
+    Returns
+    -------
+    DMFTResult
+
+    Raises
+    ------
+    ValueError
+        On invalid options, or if the estimated memory
+        (:meth:`DMFTSettings.memory_bytes`) exceeds the memory available.
+    SolverError
+        If ``settings.throw`` and the solve produced non-finite values.
+
+    Examples
+    --------
+    >>> from dmftsolve import Problem
+    >>> p = Problem.build(target="z**2", activation="gelu", eta=0.5, steps=5)
+    >>> r = solve_dmft(p, 4.0, n_paths=2000, seed=0, errors="batch", keep_samples_at=(5,))
+    >>> r.ok, r.Q.shape, r.law(5).n
+    (True, (6, 6, 1, 1), 2000)
     """
-    t_start = time.perf_counter()
     if not isinstance(problem, Problem):
         raise ValueError(f"problem must be a Problem, got {problem!r}")
     delta = check_delta(delta)
-    if errors not in ("replicate", "batch"):
-        raise ValueError(f"errors must be 'replicate' or 'batch', got {errors!r}")
-    if method not in ("stein", "pathwise"):
-        raise ValueError(f"method must be 'stein' or 'pathwise', got {method!r}")
-    if test_loss not in ("mc", "population"):
-        raise ValueError(f"test_loss must be 'mc' or 'population', got {test_loss!r}")
-    T = problem.training.steps if steps is None else int(steps)
-    if T < 0:
-        raise ValueError(f"steps must be >= 0, got {steps!r}")
-    B = int(n_batches)
-    if B < 2:
-        raise ValueError(f"n_batches must be >= 2, got {n_batches!r}")
-    if int(n_paths) < 2 * B:
-        raise ValueError(f"n_paths must be at least 2*n_batches={2 * B}, got {n_paths!r}")
-    reflect = tuple(sorted({int(j) for j in reflect}))
-    if any(j < 0 or j >= problem.k for j in reflect):
-        raise ValueError(f"reflect must hold target directions in [0, {problem.k}), got {reflect!r}")
-    unit = B * (2 if antithetic else 1) * (2 if reflect else 1)
-    N = int(math.ceil(int(n_paths) / unit) * unit)
-    nb = N // B
-    keep = sorted({int(t) for t in keep_samples_at})
-    if any(t < 0 or t > T for t in keep):
-        raise ValueError(f"keep_samples_at must lie in 0..{T}, got {list(keep_samples_at)!r}")
-    if seed is None:
-        seed = int(np.random.SeedSequence().entropy % (2**63))
-    if null_rtol is None:
-        null_rtol = 1e-4 if method == "stein" else 1e-10
-    rng = np.random.default_rng(seed)
-
-    k, m = problem.k, problem.m
-    tr = problem.training
-    eta, lam = tr.eta, tr.lam
-    held = list(tr.hold_zero)
-    if method == "pathwise":
-        need = 8 * ((T + 1) * m) ** 2 * N
-        if need > PATHWISE_MAX_BYTES:
-            raise ValueError(
-                f"method='pathwise' would store {need / 2**30:.1f} GiB of path derivatives "
-                f"(N T² m²); use method='stein' or fewer paths/steps"
-            )
-
-    settings = {
-        "problem": problem.to_dict(), "delta": delta, "n_paths": N, "n_paths_requested": int(n_paths),
-        "seed": seed, "steps": T, "method": method, "antithetic": bool(antithetic),
-        "reflect": list(reflect),
-        "n_batches": B, "keep_samples_at": keep, "null_rtol": null_rtol, "test_loss": test_loss,
-        "stein_regression": bool(stein_regression), "errors": errors,
-    }
-
-    # ---------------------------------------------------------------- random inputs
-    n_base = nb // ((2 if antithetic else 1) * (2 if reflect else 1))
-
-    def draw(rows: int) -> np.ndarray:
-        """Standard normals (rows, N): antithetic pairs inside each batch, and
-        the whole batch repeated for the reflected copies."""
-        h = rng.standard_normal((rows, B, n_base))
-        if antithetic:
-            h = np.concatenate([h, -h], axis=2)
-        if reflect:
-            h = np.concatenate([h, h], axis=2)
-        return h.reshape(rows, N)
-
-    def draw_shared(rows: int, flip: tuple[int, ...] = ()) -> np.ndarray:
-        """Normals shared by the two members of an antithetic pair (V*, ε); rows
-        ``flip`` change sign in the reflected copies."""
-        h = rng.standard_normal((rows, B, n_base))
-        if antithetic:
-            h = np.concatenate([h, h], axis=2)
-        if reflect:
-            sign = np.ones((rows, 1, 1))
-            sign[list(flip)] = -1.0
-            h = np.concatenate([h, sign * h], axis=2)
-        return h.reshape(rows, N)
-
-    Vstar = draw_shared(k, reflect)  # (k, N)
-    eps = draw_shared(1)[0] if problem.target.noisy else np.zeros(N)
-    y = np.broadcast_to(np.asarray(problem.labels(Vstar.T, eps), dtype=float), (N,)).copy()
-    if _test is None:
-        _test = _test_sample(problem, N, np.random.default_rng([seed, 1]))
-    Vstar_b = Vstar.reshape(k, B, nb).transpose(1, 0, 2)  # (B, k, nb)
-
-    # ---------------------------------------------------------------- storage
-    Tm1 = (T + 1) * m
-    Tm2 = (T + 2) * m
-    # X: time-major rows [ζ^t (m rows), g^t (m rows)] for t = 0..T
-    X = np.zeros((2 * Tm1, N))
-    Qb = np.zeros((Tm2, Tm2))
-    Rb = np.zeros((Tm2, Tm2))
-    Gb = np.zeros((Tm1, Tm1))
-    Gb_err = np.zeros((Tm1, Tm1))
-    Cb = np.zeros((Tm1, Tm1))
-    Lb = np.zeros((Tm1, Tm1))  # L̃: L with 1 on the diagonal at null pivots
-    null_mask = np.zeros(Tm1, dtype=bool)
-    M = np.zeros((T + 2, k, m))
-    M_err = np.zeros((T + 2, k, m))
-    bvec = np.zeros((T + 2, m))  # the bias b_t (stays exactly 0 without a bias)
-    b_err = np.zeros((T + 2, m))
-    has_bias = problem.bias
-    Q_err = np.zeros((T + 2, m, m))
-    out = {name: np.full(T + 1, np.nan) for name in (
-        "train_loss", "train_loss_err", "test_loss", "test_loss_err", "grad_norm",
-        "grad_norm_err", "cosine", "cosine_err")}
-    samples: dict[int, dict[str, np.ndarray]] = {}
-    min_pivot = np.full(T + 1, np.nan)
-    n_null = np.zeros(T + 1, dtype=int)
-    Kp = np.zeros((Tm1, Tm1 * N)) if method == "pathwise" else None
-    regression = method == "stein" and stein_regression
-    zmean = np.zeros((B, Tm1))
-    Cz = np.zeros((B + 1, Tm1, Tm1)) if regression else None
-    reg_ok = np.ones(B + 1, dtype=bool)
-    n_eff = np.array([N] + [nb] * B, dtype=float) / (2 if antithetic else 1)
-    p_ratio = 0.05
-    n_regressed = np.zeros(T + 1, dtype=int)
-    eye = np.eye(m)
-
-    M0 = np.array(tr.init.overlaps(k, m), dtype=float)
-    M0[held, :] = 0.0
-    M[0] = M0
-    Q0 = np.array(tr.init.gram(m), dtype=float)
-    Qb[:m, :m] = (Q0 + Q0.T) / 2
-    Rb[:m, :m] = eye
-
-    status, message = Status.SUCCESS, ""
-    last = T
-    iterator = range(T + 1)
-    if progress:
-        from tqdm import tqdm
-        iterator = tqdm(iterator, desc=f"DMFT ({method})", unit="step")
-
-    def blk(t: int) -> slice:
-        return slice(t * m, (t + 1) * m)
-
-    for t in iterator:
-        tm, t1m = t * m, (t + 1) * m
-        Qtt = Qb[blk(t), blk(t)]
-        # ------------------------------------------------ Cholesky row t
-        if t > 0:
-            Lrow = sla.solve_triangular(Lb[:tm, :tm], Qb[blk(t), :tm].T, lower=True,
-                                        check_finite=False).T
-            Lrow[:, null_mask[:tm]] = 0.0
-            Lb[blk(t), :tm] = Lrow
-            S = Qtt - Lrow @ Lrow.T
-        else:
-            S = Qtt.copy()
-        Ltt, null = _psd_cholesky((S + S.T) / 2, Qtt, null_rtol)
-        diag = np.diag(Ltt).copy()
-        min_pivot[t] = float(diag[~null].min()) ** 2 if (~null).any() else 0.0
-        n_null[t] = int(null.sum())
-        Ltt[null, null] = 1.0
-        Lb[blk(t), blk(t)] = Ltt
-        null_mask[blk(t)] = null
-        # ------------------------------------------------ innovations and fields
-        z = draw(m)
-        z[null] = 0.0
-        X[2 * tm: 2 * tm + m] = z
-        coef = np.zeros((m, 2 * t1m))
-        cz = coef.reshape(m, t + 1, 2, m)
-        # L row t, with the null columns (L̃ holds 1 on their diagonal) set to zero
-        cz[:, :, 0, :] = np.where(null_mask[:t1m], 0.0, Lb[blk(t), :t1m]).reshape(m, t + 1, m)
-        if t > 0:
-            # −(η/δ) R(t, u+1) for u < t
-            cz[:, :t, 1, :] = (-(eta / delta) * Rb[blk(t), m:t1m]).reshape(m, t, m)
-        U = coef @ X[: 2 * t1m]
-        V = M[t].T @ Vstar + U  # (m, N)
-        if has_bias:
-            V += bvec[t][:, None]
-        g = np.asarray(problem.grad(y, V.T), dtype=float).T  # (m, N)
-        if not np.all(np.isfinite(g)):
-            status, message, last = Status.NONFINITE, f"non-finite gradient g at step {t}", t - 1
-            break
-        X[2 * tm + m: 2 * t1m] = g
-        lv = problem.loss_value(y, V.T)
-        per_loss = lv.reshape(B, nb).mean(axis=1)
-        out["train_loss"][t] = per_loss.mean()
-        out["train_loss_err"][t] = _batch_se(per_loss[:, None])[0]
-        want_D = method == "pathwise" or t in keep
-        D = np.asarray(problem.hess(y, V.T), dtype=float) if want_D else None  # (N, m, m)
-        if t in keep:
-            samples[t] = {"V": V.T.copy(), "Vstar": Vstar.T.copy(), "y": y.copy(), "D": D.copy()}
-        # ------------------------------------------------ per-batch moments
-        gz_b = np.concatenate([g, z], axis=0).reshape(2 * m, B, nb).transpose(1, 0, 2)
-        Xb = X[: 2 * t1m].reshape(2 * t1m, B, nb).transpose(1, 2, 0)  # (B, nb, rows)
-        mom = ((gz_b @ Xb) / nb).reshape(B, 2 * m, t + 1, 2, m)
-        g_b = gz_b[:, :m]  # (B, m, nb)
-        Ez_b = mom[:, :m, :, 0, :].reshape(B, m, t1m)  # E_b[g^t ζ^{uᵀ}]
-        Eg_b = mom[:, :m, :, 1, :].reshape(B, m, t1m)  # E_b[g^t g^{uᵀ}]
-        Zrow_b = mom[:, m:, :, 0, :].reshape(B, m, t1m)  # E_b[ζ^t ζ^{uᵀ}]
-        zmean[:, blk(t)] = z.reshape(m, B, nb).mean(axis=-1).T
-        Cn_b = Eg_b / delta
-        EVg_b = (Vstar_b @ g_b.transpose(0, 2, 1)) / nb  # (B, k, m)
-        # ------------------------------------------------ responses Γ(t, ≤t)
-        if method == "stein":
-            # stacked: index 0 = all paths, 1..B = batches
-            Sgz = np.concatenate([Ez_b.mean(axis=0)[None], Ez_b])
-            Szz = np.concatenate([Zrow_b.mean(axis=0)[None], Zrow_b])
-            if not antithetic:  # centre (regression with intercept)
-                gm = g_b.mean(axis=2)
-                gm = np.concatenate([gm.mean(axis=0)[None], gm])  # (B+1, m)
-                zm = np.concatenate([zmean.mean(axis=0)[None], zmean])[:, :t1m]  # (B+1, t1m)
-                Sgz = Sgz - gm[:, :, None] * zm[:, None, :]
-                Szz = Szz - zm[:, tm:t1m, None] * zm[:, None, :]
-            Sgz[:, :, null_mask[:t1m]] = 0.0
-            Szz[:, :, null_mask[:t1m]] = 0.0
-            Szz[:, null, :] = 0.0
-            if regression:
-                _extend_gram_cholesky(Cz, reg_ok, Szz, t, m, null, tm, t1m, n_eff, p_ratio)
-                for i in range(B + 1):
-                    if reg_ok[i]:  # c = Sgz Gz^{-1}: OLS coefficients of g on ζ^{≤t}
-                        w = sla.solve_triangular(Cz[i, :t1m, :t1m], Sgz[i].T, lower=True,
-                                                 check_finite=False)
-                        Sgz[i] = sla.solve_triangular(Cz[i, :t1m, :t1m], w, lower=True,
-                                                      trans="T", check_finite=False).T
-                n_regressed[t] = int(reg_ok[0])
-            Sgz[:, :, null_mask[:t1m]] = 0.0
-            rhs = Sgz.reshape((B + 1) * m, t1m)
-            Gam_all = sla.solve_triangular(Lb[:t1m, :t1m], rhs.T, lower=True, trans="T",
-                                           check_finite=False).T.reshape(B + 1, m, t1m)
-            Gam_all[:, :, null_mask[:t1m]] = 0.0
-            Gam_pooled, Gam_b = Gam_all[0], Gam_all[1:]
-        else:
-            assert Kp is not None and D is not None
-            if t > 0:
-                Rs = Rb[blk(t), m:t1m]  # (m, tm): blocks R(t, u+1), u < t
-                J = (-(eta / delta)) * (Rs @ Kp[:tm, : tm * N])  # (m, tm*N) = (a, (s, c, n))
-                J = J.reshape(m, t, m, N)
-                Kt = np.einsum("nab,bscn->ascn", D, J, optimize=True)
-                Kp[blk(t), : tm * N] = Kt.reshape(m, tm * N)
-            Kp[blk(t), tm * N: t1m * N] = D.transpose(1, 2, 0).reshape(m, m * N)
-            Gam_b = Kp[blk(t), : t1m * N].reshape(m, t1m, B, nb).mean(axis=-1).transpose(2, 0, 1)
-            Gam_pooled = Gam_b.mean(axis=0)
-        Gam = Gam_pooled
-        Cn = Cn_b.mean(axis=0)
-        EVg = EVg_b.mean(axis=0)
-        Gb[blk(t), :t1m] = Gam
-        Gb_err[blk(t), :t1m] = _batch_se(Gam_b)
-        Cb[blk(t), :t1m] = Cn * delta
-        Cb[:t1m, blk(t)] = (Cn * delta).T
-        # ------------------------------------------------ advance the parameter side
-        # stack the overall estimate (index 0) with the per-batch ones
-        Gt = np.concatenate([Gam[None], Gam_b])  # (B+1, m, t1m)
-        Gt[:, :, tm:t1m] += lam * eye
-        Cs = np.concatenate([Cn[None], Cn_b])
-        Qtt_ = Qb[:t1m, :t1m]
-        Rsh = Rb[:t1m, m:t1m]  # ((t+1)m, tm): blocks R(u, b+1)
-        Nrow = -eta * (Cs[:, :, :tm] @ Rsh.T)  # (B+1, m, t1m)
-        F = Nrow + Gt @ Qtt_  # E[φ ω^{≤tᵀ}]
-        GtT = Gt.transpose(0, 2, 1)
-        Ephi = (Cs[:, :, tm:t1m] + Nrow @ GtT + (Nrow @ GtT).transpose(0, 2, 1)
-                + Gt @ Qtt_ @ GtT)
-        Ft = F[:, :, tm:t1m]
-        Qnext = Qtt[None] - eta * (Ft + Ft.transpose(0, 2, 1)) + eta**2 * Ephi
-        Qnext = (Qnext + Qnext.transpose(0, 2, 1)) / 2
-        Qrow = Qb[blk(t), :t1m][None] - eta * F  # Q(t+1, ≤t)
-        Mnext = (1 - eta * lam) * M[t][None] - eta * EVg_b
-        Mnext_all = (1 - eta * lam) * M[t] - eta * EVg
-        Mnext[:, held, :] = 0.0
-        Mnext_all[held, :] = 0.0
-        # ‖∇L‖_F: parallel part (held rows excluded, as in projected GD) + orthogonal part
-        par_b = EVg_b + lam * M[t][None]
-        par_b[:, held, :] = 0.0
-        par = EVg + lam * M[t]
-        par[held, :] = 0.0
-        gn_b = np.sqrt(np.clip((par_b**2).sum(axis=(1, 2)) + np.trace(Ephi[1:], axis1=1, axis2=2),
-                               0.0, None))
-        gn = math.sqrt(max(float((par**2).sum() + np.trace(Ephi[0])), 0.0))
-        out["grad_norm"][t] = gn
-        out["grad_norm_err"][t] = _batch_se(gn_b[:, None])[0]
-        t2 = t + 1
-        Qb[blk(t2), :t1m] = Qrow[0]
-        Qb[:t1m, blk(t2)] = Qrow[0].T
-        Qb[blk(t2), blk(t2)] = Qnext[0]
-        Rb[blk(t2), :t1m] = Rb[blk(t), :t1m] - eta * (Gt[0] @ Rb[:t1m, :t1m])
-        Rb[blk(t2), blk(t2)] = eye
-        M[t2] = Mnext_all
-        M_err[t2] = _batch_se(Mnext)
-        if has_bias:  # b_{t+1} = b_t − η E[g^t]
-            Eg_batches = g_b.mean(axis=2)  # (B, m)
-            bvec[t2] = bvec[t] - eta * Eg_batches.mean(axis=0)
-            b_err[t2] = _batch_se(bvec[t][None] - eta * Eg_batches)
-        Q_err[t2] = _batch_se(Qnext[1:])
-        cos_b = np.array([largest_cosine(Mnext[b], Qnext[1 + b]) for b in range(B)])
-        if t2 <= T:
-            out["cosine_err"][t2] = _batch_se(cos_b[:, None])[0]
-        # ------------------------------------------------ test loss at t
-        Mt, Qt_ = M[t], Qb[blk(t), blk(t)]
-        bt = bvec[t] if has_bias else None
-        if test_loss == "population":
-            tl, tle = _population_loss(problem, Mt, Qt_, bt)
-        else:
-            tl, tle = _population_loss_mc(problem, Mt, Qt_, _test, bt)
-        out["test_loss"][t], out["test_loss_err"][t] = tl, tle
-        out["cosine"][t] = largest_cosine(Mt, Qt_)
-        finite = all(np.all(np.isfinite(a)) for a in (Gam, Cn, Qnext[0], Qrow[0], Mnext_all,
-                                                         Rb[blk(t2), :t1m], bvec[t2]))
-        if not finite:
-            status, message, last = Status.NONFINITE, f"non-finite kernels at step {t}", t
-            break
-    out["cosine_err"][0] = 0.0
-
-    # ---------------------------------------------------------------- assemble
-    def blocks(A: np.ndarray, n: int) -> np.ndarray:
-        return A[: n * m, : n * m].reshape(n, m, n, m).transpose(0, 2, 1, 3).copy()
-
-    n1 = T + 1
-    Qk, Rk, Gk, Ck, Gek = (blocks(A, n1) for A in (Qb, Rb, Gb, Cb, Gb_err))
-    Mk = M[:n1].copy()
-    bk = bvec[:n1].copy()
-    if status is not Status.SUCCESS:
-        bad = max(last + 1, 0)
-        for A in (Gk, Ck, Gek):
-            A[bad:, :] = np.nan
-            A[:, bad:] = np.nan
-        for A in (Qk, Rk):
-            A[bad + 1:, :] = np.nan
-            A[:, bad + 1:] = np.nan
-        Mk[bad + 1:] = np.nan
-        bk[bad + 1:] = np.nan
-        for arr in out.values():
-            arr[bad:] = np.nan
-    diagnostics = {
-        "n_paths": N,
-        "innovation_min_pivot": min_pivot,
-        "zero_variance_innovations": n_null,
-        "stein_regressed": n_regressed.astype(bool),
-        "error_model": "batch means over n_batches, conditional on earlier kernels "
-                       "(propagated kernel error not included)" if errors == "batch" else
-                       "replicates: std over n_batches independent solves of n_paths/n_batches "
-                       "paths, divided by sqrt(n_batches)",
-        "test_loss_source": test_loss,
-        "Q_next": Qb[blk(T + 1), blk(T + 1)].copy() if status is Status.SUCCESS else None,
-    }
-    res = DMFTResult(
-        status=status, message=message, settings=settings, diagnostics=diagnostics,
-        elapsed=time.perf_counter() - t_start,
-        Q=Qk, Gamma=Gk, R=Rk, Cg=Ck, M=Mk, Gamma_err=Gek, M_err=M_err[:n1].copy(),
-        Q_err=Q_err[:n1].copy(), b=bk, b_err=b_err[:n1].copy(), _samples=samples, **out,
-    )
-    if errors == "replicate" and res.ok:
-        n_test = min(N, 2**14)
-        _replicate_errors(res, problem, delta, N=N, B=B, seed=seed, T=T, method=method,
-                          test={key: v[..., :n_test] for key, v in _test.items()},
-                          antithetic=antithetic, null_rtol=null_rtol, test_loss=test_loss,
-                          stein_regression=stein_regression, reflect=reflect)
-        res.elapsed = time.perf_counter() - t_start
-    if throw and not res.ok:
-        raise SolverError(f"DMFTResult {status.value}: {message}", res)
+    if settings is not None and not isinstance(settings, DMFTSettings):
+        raise ValueError(f"settings must be a DMFTSettings or None, got {settings!r}")
+    names = {f.name for f in dataclasses.fields(DMFTSettings)}
+    unknown = sorted(set(overrides) - names)
+    if unknown:
+        raise TypeError(f"solve_dmft got unexpected keyword(s) {unknown}; the options are the fields of "
+                        f"DMFTSettings: {sorted(names)}")
+    cfg = settings or DMFTSettings()
+    if overrides:
+        cfg = dataclasses.replace(cfg, **overrides)
+    cfg.check(problem)
+    need, avail = cfg.memory_bytes(problem), available_memory_bytes()
+    if avail is not None and need > avail:
+        raise ValueError(
+            f"solve_dmft would need about {need / 2**30:.1f} GiB (n_paths={cfg.total_paths()}, "
+            f"steps={cfg.resolved_steps(problem)}, m={problem.m}, method={cfg.method!r}, "
+            f"errors={cfg.errors!r}) but {avail / 2**30:.1f} GiB are available; use fewer paths or steps"
+        )
+    t_start = time.perf_counter()
+    root = as_seed_sequence(cfg.seed)
+    with blas_threads_limit(cfg.blas_threads):
+        test = _test_sample(problem, cfg.total_paths(), as_generator(child(root, 0))) \
+            if cfg.test_loss == "mc" else None
+        res = _solve_once(problem, delta, cfg, root, test)
+        if cfg.errors == "replicate" and res.ok:
+            res = _replicate_errors(res, problem, delta, cfg, root, test)
+    res = dataclasses.replace(res, elapsed=time.perf_counter() - t_start)
+    if cfg.throw and not res.ok:
+        raise SolverError(f"DMFTResult {res.status.value}: {res.message}", res)
     return res
-
-
-def solve_dmft(problem: Problem, delta: float, *, blas_threads: int | None = 1,
-               **kwargs: Any) -> DMFTResult:
-    with blas_threads_limit(blas_threads):
-        return _solve_dmft(problem, delta, **kwargs)
-
-
-solve_dmft.__doc__ = (_solve_dmft.__doc__ or "") + """
-    blas_threads : int or None
-        BLAS threads during the solve (default 1; None leaves the setting alone).
-        The per-step linear algebra is small, and multi-threaded OpenBLAS on
-        small matrices on a loaded machine was 20× slower (31 s vs 1.5 s for
-        200 steps with 5000 paths).
-
-    Keyword arguments are those of the solver above: ``n_paths``, ``seed``,
-    ``steps``, ``method``, ``antithetic``, ``reflect``, ``n_batches``, ``keep_samples_at``,
-    ``throw``, ``progress``, ``null_rtol``, ``test_loss``, ``stein_regression``,
-    ``errors``.
-"""
-
-

@@ -1,0 +1,88 @@
+"""The interface between the DMFT driver and its response estimators.
+
+At step ``t`` the driver (:func:`dmftsolve.dynamics.dmft.solve_dmft`) has
+drawn the innovations ``ζ^t``, formed the fields ``V^t`` and the gradients
+``g^t`` of every path, and accumulated per-batch moments. A response
+estimator turns them into row ``t`` of ``Γ`` (``Γ(t, s)`` for ``s ≤ t``),
+once from all paths and once per batch (for the batch-means errors).
+Two estimators implement :class:`ResponseEstimator`:
+
+* :class:`dmftsolve.dynamics.stein.SteinResponse` — Gaussian integration by
+  parts on the innovations (default; needs no second derivatives);
+* :class:`dmftsolve.dynamics.pathwise.PathwiseResponse` — forward
+  differentiation of every path (needs ``D^t`` and ``O(N T² m²)`` memory).
+
+The mathematics of both is in the module docstring of
+:mod:`dmftsolve.dynamics.dmft`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+__all__ = ["StepMoments", "ResponseEstimator"]
+
+
+@dataclass(frozen=True)
+class StepMoments:
+    """What the driver knows at step ``t`` that a response estimator may use.
+
+    ``B`` batches of ``nb`` paths each (``N = B·nb``); ``t1m = (t+1)·m``.
+
+    Attributes
+    ----------
+    t, m : int
+        Step and network width.
+    g : ndarray, shape (B, m, nb)
+        Gradients ``g^t`` of the paths, by batch.
+    gz : ndarray, shape (B, m, t1m)
+        Batch means ``E_b[g^t ζ^{uᵀ}]`` for ``u ≤ t`` (blocks of ``m`` columns).
+    zz : ndarray, shape (B, m, t1m)
+        Batch means ``E_b[ζ^t ζ^{uᵀ}]``.
+    zmean : ndarray, shape (B, t1m)
+        Batch means of the innovations ``ζ^u``, ``u ≤ t``.
+    null : ndarray of bool, shape (m,)
+        Zero-variance innovations at step ``t``.
+    null_mask : ndarray of bool, shape (t1m,)
+        Zero-variance innovations at every step ``≤ t``.
+    L : ndarray, shape (t1m, t1m)
+        Block-lower Cholesky factor of ``Q(≤t, ≤t)``, with 1 on the diagonal
+        at zero-variance pivots.
+    D : ndarray, shape (N, m, m), or None
+        ``∇²_V ℓ(y, V^t)`` per path (only for estimators with ``needs_D``).
+    R_row : ndarray, shape (m, t·m)
+        Blocks ``R(t, u+1)`` for ``u < t``.
+    eta_over_delta : float
+        ``η/δ``.
+    """
+
+    t: int
+    m: int
+    g: np.ndarray
+    gz: np.ndarray
+    zz: np.ndarray
+    zmean: np.ndarray
+    null: np.ndarray
+    null_mask: np.ndarray
+    L: np.ndarray
+    D: np.ndarray | None
+    R_row: np.ndarray
+    eta_over_delta: float
+
+
+class ResponseEstimator(Protocol):
+    """Row ``t`` of ``Γ`` from the step's moments; called once per step, in order."""
+
+    #: whether the driver must evaluate ``D^t`` on every path at every step
+    needs_D: bool
+
+    def row(self, step: StepMoments) -> tuple[np.ndarray, np.ndarray]:
+        """``(Γ(t, ≤t) from all paths (m, t1m), per-batch estimates (B, m, t1m))``."""
+        ...
+
+    def diagnostics(self) -> dict[str, np.ndarray]:
+        """Estimator-specific per-step diagnostics for :attr:`DMFTResult.diagnostics`."""
+        ...

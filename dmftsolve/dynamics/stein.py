@@ -1,0 +1,126 @@
+"""Stein (Gaussian integration by parts) estimator of the DMFT response ``Γ``.
+
+With ``Ξ^t = Σ_{u≤t} L(t,u) ζ^u`` (standard normal innovations ``ζ``),
+Stein's lemma gives ``E[g^t ζ^{uᵀ}] = Σ_{s≥u} Γ(t,s) L(s,u)``: row ``t`` of
+``Γ`` is one block triangular solve with ``Lᵀ`` (``O(N T² m²)`` time over a
+run, ``O(N T m)`` memory, no second derivatives). Responses to zero-variance
+innovations are set to zero (Stein's lemma cannot see them). Optional
+regression (``stein_regression``) replaces ``E[g ζᵀ]`` by the least-squares
+coefficients of ``g`` on the innovations, a control variate for the part of
+``g`` linear in ``ζ``. The caveats (identifiability of ``Γ`` once the
+innovation variances collapse, and why the observables are unaffected) are in
+the module docstring of :mod:`dmftsolve.dynamics.dmft`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.linalg as sla
+
+from dmftsolve.dynamics.response import StepMoments
+
+__all__ = ["SteinResponse"]
+
+
+class SteinResponse:
+    """Row ``t`` of ``Γ`` from ``E[g^t ζ^{uᵀ}]`` by one triangular solve (module docstring).
+
+    Parameters
+    ----------
+    n_batches, batch_size : int
+        ``B`` batches of ``nb`` paths.
+    steps, m : int
+        ``T`` and the width (sizes the regression store).
+    antithetic : bool
+        Paths come in antithetic pairs (then ``g`` is not centred: the pairs
+        already cancel its part even in ``ζ``).
+    regression : bool
+        Regress ``g`` on the innovations (sample Gram instead of ``I``).
+    p_ratio : float
+        Regression stops once the regressors exceed this fraction of the
+        independent paths.
+    """
+
+    needs_D = False
+
+    def __init__(self, *, n_batches: int, batch_size: int, steps: int, m: int, antithetic: bool,
+                 regression: bool, p_ratio: float = 0.05) -> None:
+        B, nb = n_batches, batch_size
+        size = (steps + 1) * m
+        self.antithetic = antithetic
+        self.p_ratio = p_ratio
+        self.gram = np.zeros((B + 1, size, size)) if regression else None
+        self.active = np.ones(B + 1, dtype=bool)
+        self.n_eff = np.array([B * nb] + [nb] * B, dtype=float) / (2 if antithetic else 1)
+        self.regressed = np.zeros(steps + 1, dtype=bool)
+
+    @staticmethod
+    def memory_bytes(*, n_paths: int, n_batches: int, steps: int, m: int, regression: bool) -> int:
+        """Bytes of the estimator's own store (the regression Gram factors)."""
+        size = (steps + 1) * m
+        return 8 * (n_batches + 1) * size * size if regression else 0
+
+    def row(self, step: StepMoments) -> tuple[np.ndarray, np.ndarray]:
+        t, m = step.t, step.m
+        t1m = (t + 1) * m
+        B = step.gz.shape[0]
+        # index 0 = all paths, 1..B = batches
+        Sgz = np.concatenate([step.gz.mean(axis=0)[None], step.gz])
+        Szz = np.concatenate([step.zz.mean(axis=0)[None], step.zz])
+        if not self.antithetic:  # centre (regression with intercept)
+            gm = step.g.mean(axis=2)
+            gm = np.concatenate([gm.mean(axis=0)[None], gm])  # (B+1, m)
+            zm = np.concatenate([step.zmean.mean(axis=0)[None], step.zmean])  # (B+1, t1m)
+            Sgz = Sgz - gm[:, :, None] * zm[:, None, :]
+            Szz = Szz - zm[:, t * m:t1m, None] * zm[:, None, :]
+        nm = step.null_mask
+        Sgz[:, :, nm] = 0.0
+        Szz[:, :, nm] = 0.0
+        Szz[:, step.null, :] = 0.0
+        if self.gram is not None:
+            self._extend_gram(Szz, t, m, step.null)
+            for i in np.flatnonzero(self.active):  # c = Sgz Gz^{-1}: OLS coefficients of g on ζ^{≤t}
+                C = self.gram[i, :t1m, :t1m]
+                w = sla.solve_triangular(C, Sgz[i].T, lower=True, check_finite=False)
+                Sgz[i] = sla.solve_triangular(C, w, lower=True, trans="T", check_finite=False).T
+            self.regressed[t] = bool(self.active[0])
+        Sgz[:, :, nm] = 0.0
+        rhs = Sgz.reshape((B + 1) * m, t1m)
+        gam = sla.solve_triangular(step.L, rhs.T, lower=True, trans="T",
+                                   check_finite=False).T.reshape(B + 1, m, t1m)
+        gam[:, :, nm] = 0.0
+        return gam[0], gam[1:]
+
+    def _extend_gram(self, Szz: np.ndarray, t: int, m: int, null: np.ndarray) -> None:
+        """Extend, for each estimate still regressing, the Cholesky factor of the sample
+        Gram of the innovations ``ζ^{≤t}`` by block row ``t`` (``Szz[i]``). Zero-variance
+        components get a unit diagonal. Regression stops for estimate ``i`` once the
+        regressors exceed ``p_ratio`` of its independent paths, or if the Gram is
+        numerically singular."""
+        assert self.gram is not None
+        tm, t1m = t * m, (t + 1) * m
+        for i in range(self.gram.shape[0]):
+            if not self.active[i]:
+                continue
+            if t1m > self.p_ratio * self.n_eff[i]:
+                self.active[i] = False
+                continue
+            row = Szz[i]
+            if t > 0:
+                Crow = sla.solve_triangular(self.gram[i, :tm, :tm], row[:, :tm].T, lower=True,
+                                            check_finite=False).T
+            else:
+                Crow = np.zeros((m, 0))
+            Stt = row[:, tm:t1m] - Crow @ Crow.T
+            Stt = (Stt + Stt.T) / 2
+            Stt[null, null] = 1.0
+            try:
+                Ctt = np.linalg.cholesky(Stt)
+            except np.linalg.LinAlgError:
+                self.active[i] = False
+                continue
+            self.gram[i, tm:t1m, :tm] = Crow
+            self.gram[i, tm:t1m, tm:t1m] = Ctt
+
+    def diagnostics(self) -> dict[str, np.ndarray]:
+        return {"stein_regressed": self.regressed.copy()}
