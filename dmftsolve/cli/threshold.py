@@ -35,8 +35,10 @@ of the final bracket are evaluated. delta_alg is printed beside it.
 --t N        delta_NN(N), the Hessian after N GD steps;
 --t long     (default) the long-time rule: delta_NN(T) and delta_NN(T/2) with
              T = --long-time; status not_converged if the brackets disagree;
---t tti      the time-translation-invariant fixed point (fast; valid only where
-             GD reaches the fixed point's proximal branch, see docs/findings.md).
+--t tti      the time-translation-invariant fixed point (valid only where GD
+             reaches the fixed point's proximal branch, see docs/findings.md).
+             Not fast: for the default problem the first evaluation (delta=2)
+             alone took 140 s of CPU and ended not_converged (measured).
 
 The Monte Carlo error of delta_NN is measured, not guessed: --replicates R
 repeats the whole search with DMFT seeds seed, seed+1, ..., and prints the
@@ -44,7 +46,16 @@ mean of the R bracket midpoints with its standard error (the bisection bracket
 of one seed is much narrower than the seed-to-seed spread).
 
 With no options this computes the paper's headline case, a GeLU single neuron
-on y = z**2, with 3 replicates (about 45 s on 2 cores).
+on y = z**2, with 3 replicates: about a minute (measured: 47 s of CPU on one
+core, 62 s wall on a shared 2-core machine). The run refuses up front a search
+whose estimated memory exceeds what is free or whose estimated time exceeds a
+day, and warns past ten minutes.
+
+Output: the single-seed brackets per replicate, the notes of the search, a
+summary table, and last the answer (delta_NN with its standard error).
+--verbose adds the table of every evaluation. Exit status 0 on success, 1
+when no threshold is found or the long-time rule is not met (one line on
+stderr says why), 2 on bad input.
 
 Example:
   dmftsolve threshold --activation quad --eta 0.05 --t 100 --bracket 2,30
