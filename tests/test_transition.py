@@ -1,0 +1,148 @@
+"""Tests of the finite-d hard-overlap law and the predicted GD transition (issue 9)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dmftsolve import Problem
+from dmftsolve.dynamics.hard_overlap import (
+    HardOverlapSettings,
+    RestrictedPaths,
+    gamma_star,
+    hard_overlap_law,
+    linear_response,
+    noise_covariance,
+    restricted_paths,
+)
+from dmftsolve.thresholds.transition import (
+    TransitionSettings,
+    probit_fit,
+    success_probability,
+    transition,
+)
+
+CENTRED = Problem.build(target="z**2 - 1", activation="gelu", eta=0.5, steps=20)
+
+
+def _synthetic_paths(seed: int, N: int, T: int) -> RestrictedPaths:
+    rng = np.random.default_rng(seed)
+    R = np.tril(rng.normal(size=(T + 1, T + 1)) * 0.3)
+    np.fill_diagonal(R, 1.0)
+    V = rng.normal(size=(T + 1, N))
+    return RestrictedPaths(z=rng.normal(size=N), y=rng.normal(size=N), V=V, g=rng.normal(size=(T + 1, N)),
+                           D=rng.normal(size=(T + 1, N)), R=R, Q=np.ones(T + 1), eta=0.5, delta=4.0,
+                           problem=CENTRED)
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 10_000), N=st.integers(2, 40), T=st.integers(1, 8))
+def test_noise_covariance_is_psd_and_gamma_star_causal(seed: int, N: int, T: int) -> None:
+    paths = _synthetic_paths(seed, N, T)
+    C = noise_covariance(paths)
+    assert np.allclose(C, C.T)
+    assert np.linalg.eigvalsh(C).min() >= -1e-10 * max(1.0, np.abs(C).max())
+    G = gamma_star(paths)
+    assert np.all(np.triu(G, 1) == 0.0)  # Γ*(t, s) = 0 for s > t
+    # Γ*(t, t) = E[z² D^t] (J(t, t) = 1)
+    assert np.allclose(np.diag(G), (paths.z**2 * paths.D).mean(axis=1))
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 10_000), T=st.integers(1, 12))
+def test_linear_response_is_causal_and_variance_nonnegative(seed: int, T: int) -> None:
+    rng = np.random.default_rng(seed)
+    G = np.tril(rng.normal(size=(T + 1, T + 1)))
+    H = linear_response(G, 0.3)
+    for t in range(T + 1):
+        assert np.all(H[t, 1 + t:] == 0.0)  # m_t does not see ν*_s for s >= t
+    B = rng.normal(size=(T + 1, T + 1))
+    C = B @ B.T
+    var_noise = np.einsum("ts,su,tu->t", H[:, 1:], C[:-1, :-1], H[:, 1:])
+    assert np.all(var_noise >= -1e-9 * max(1.0, np.abs(var_noise).max()))
+
+
+def test_linear_response_closed_form() -> None:
+    """Γ* diagonal and constant: m_{t+1} = (1 − ηγ) m_t − η ν_t."""
+    T, eta, gam = 10, 0.5, -0.8
+    H = linear_response(gam * np.eye(T + 1), eta)
+    t = np.arange(T + 1)
+    assert np.allclose(H[:, 0], (1 - eta * gam) ** t)
+    # response at t to ν*_s: −η (1 − ηγ)^{t−s−1}
+    assert math.isclose(H[7, 1 + 3], -eta * (1 - eta * gam) ** 3)
+
+
+def test_hard_overlap_law_matches_gd_variance_at_early_times() -> None:
+    """GeLU, y = z² − 1, η = 0.5, δ = 6: GD at d = 1000 (150 trials, random start and the same
+    data with M_0 = 0; ``validation/results/transition_gd_var.json``) gives Var m_5 = 11.1 ± 1.3,
+    noise part 6.7 ± 0.8, Var m_10 = 32.3 ± 3.8. Tolerance: 3 combined standard errors + 10 %
+    (the O(1/√d) terms)."""
+    law = hard_overlap_law(CENTRED, 6.0, settings=HardOverlapSettings(steps=10, n_paths=4000, replicates=3))
+    for t, gd, gd_err, th, th_err in ((5, 11.1, 1.3, law.var[5], law.var_err[5]),
+                                      (5, 6.7, 0.8, law.var_noise[5], law.var_noise_err[5]),
+                                      (10, 32.3, 3.8, law.var[10], law.var_err[10])):
+        assert abs(th - gd) <= 3 * math.hypot(gd_err, th_err) + 0.1 * gd, (t, th, gd)
+    # the initial-condition part alone is far below GD: the force ν* is needed
+    assert 1.0 * law.A[10] ** 2 < 0.6 * 32.3
+
+
+def test_restricted_paths_reconstruct_the_memory_term() -> None:
+    """V^t = Ξ^t − (η/δ) Σ R(t, s+1) g^s with Ξ Gaussian of variance Q(t, t)."""
+    paths = restricted_paths(CENTRED, 6.0, steps=4, n_paths=4000, seed=3)
+    c = paths.eta / paths.delta
+    for t in range(1, 5):
+        xi = paths.V[t] + c * (paths.R[t, 1:t + 1] @ paths.g[:t])
+        assert abs(xi.var() / paths.Q[t] - 1.0) < 0.1
+        assert abs(np.corrcoef(xi, paths.z)[0, 1]) < 0.06  # the restricted fields ignore the sign of z
+
+
+def test_inputs_are_validated() -> None:
+    with pytest.raises(ValueError, match="delta"):
+        hard_overlap_law(CENTRED, -1.0)
+    with pytest.raises(ValueError, match="even in z"):
+        hard_overlap_law(Problem.build(target="z**3", activation="gelu"), 4.0)
+    with pytest.raises(ValueError, match="needs the input dimension d"):
+        hard_overlap_law(CENTRED, 4.0, settings=HardOverlapSettings(estimator="finite_d"))
+    with pytest.raises(ValueError, match="draws"):
+        TransitionSettings(draws=1)
+    with pytest.raises(ValueError, match="success_cosine"):
+        TransitionSettings(success_cosine=1.5)
+    with pytest.raises(ValueError, match="d must be"):
+        success_probability(CENTRED, 6.0, 1)
+    with pytest.raises(ValueError, match="deltas"):
+        transition(CENTRED, 500, [6.0])
+
+
+def test_probit_fit_recovers_a_known_curve() -> None:
+    rng = np.random.default_rng(0)
+    x = np.linspace(4, 9, 11)
+    n = np.full(x.size, 400)
+    k = rng.binomial(n, 0.5 * (1 + np.vectorize(math.erf)((x - 6.5) / (0.8 * math.sqrt(2)))))
+    mu, se, w = probit_fit(x, k, n)
+    assert abs(mu - 6.5) < 4 * se and 0.01 < se < 0.1
+    assert abs(w - 0.8) < 0.15
+    assert all(math.isnan(v) for v in probit_fit(x, np.zeros(x.size), n))
+
+
+def test_success_probability_extremes() -> None:
+    """Far above the transition every draw escapes, far below none does (d = 200, 150 steps)."""
+    p = CENTRED.replace(steps=150)
+    s = TransitionSettings(draws=4, seed=2)
+    hi = success_probability(p, 20.0, 200, settings=s)
+    lo = success_probability(p, 2.0, 200, settings=s)
+    assert hi.p == 1.0 and np.all(hi.escape_step > 0)
+    assert lo.p == 0.0 and np.all(lo.escape_step == -1)
+    assert hi.p_err > 0  # never a zero error bar from a finite number of draws
+
+
+@pytest.mark.slow
+def test_transition_matches_gd_centred_label_d500() -> None:
+    """GeLU, y = z² − 1, d = 500: GD's probit δ_50 from ``convention_hunt.json`` (8 trials per δ)
+    is 6.6 ± 0.3; the theory must land within max(0.3, 5 %) plus both errors."""
+    p = CENTRED.replace(steps=400)
+    c = transition(p, 500, [5.5, 6.0, 6.5, 7.0, 7.5, 8.5], settings=TransitionSettings(draws=16, seed=1))
+    assert abs(c.delta_50 - 6.6) <= 0.33 + 2 * math.hypot(c.delta_50_err, 0.3)
