@@ -9,6 +9,13 @@
    means the blocked pass beats reading ``X`` twice.
 2. Lanczos (``eigsh``) extreme eigenpairs of the Hessian against dense
    ``eigh`` at ``d = 2000``: time and largest eigenvalue difference.
+3. A batch of ``B`` trials sharing ``X`` (:func:`dmftsolve.simulation.kernels.gd_step_batch`,
+   one GEMM per block of ``X``) against ``B`` per-trial GD steps on the same
+   ``X`` (baseline timed first, then interleaved, best of several repeats,
+   one BLAS thread): the speed-up ratio per trial-step, and the cost of a
+   batched trial-step in units of the two bare matrix-vector products. Then
+   whole runs, ``simulate_shared(batch=False)`` (baseline, first) against
+   ``simulate_shared(batch=True)``, same seeds, with their largest difference.
 
 Run ``python benchmarks/bench_simulator.py [--json]``.
 """
@@ -27,14 +34,16 @@ import scipy.linalg
 import scipy.sparse.linalg as spla
 
 from dmftsolve import Problem
-from dmftsolve.simulation.simulator import (
+from dmftsolve.simulation.kernels import (
     blas_threads,
     default_block_rows,
     dense_hessian_matrix,
     gd_step,
+    gd_step_batch,
     hessian_operator,
     make_grad_rows,
 )
+from dmftsolve.simulation.simulator import simulate_shared
 
 
 def best_of(fn: Callable[[], object], repeats: int) -> float:
@@ -127,6 +136,53 @@ def bench_lanczos(d: int, delta: float, n_eigs: int, seed: int = 0) -> dict:
             "min_eig": float(w[0]), "max_eig": float(w[-1])}
 
 
+def bench_batch(d: int, delta: float, batches: list[int], repeats: int, seed: int = 0) -> list[dict]:
+    """Per trial-step time of ``B`` per-trial GD steps vs one batched step of ``B`` trials on one ``X``."""
+    rng = np.random.default_rng(seed)
+    n = int(round(delta * d))
+    problem = Problem.build(target="z**2", activation="gelu", eta=0.2)
+    X = rng.standard_normal((n, d))
+    y = X[:, 0] ** 2
+    w = rng.standard_normal((d, 1)) / np.sqrt(d)
+    g = rng.standard_normal((n, 1))
+    out = []
+    for B in batches:
+        Ws = [rng.standard_normal((d, 1)) / np.sqrt(d) for _ in range(B)]
+        Wcat = np.concatenate(Ws, axis=1)
+        rows1, rowsB = make_grad_rows(problem, y), make_grad_rows(problem, y, trials=B)
+        V1, VB = np.empty((n, 1)), np.empty((n, B))
+        candidates: dict[str, Callable[[], object]] = {
+            "per_trial": lambda Ws=Ws, rows1=rows1, V1=V1: [
+                gd_step(problem, X, y, W, rows=rows1, V_out=V1) for W in Ws],
+            "batch": lambda Wcat=Wcat, rowsB=rowsB, VB=VB: gd_step_batch(
+                problem, X, y, Wcat, rows=rowsB, V_out=VB),
+            "bare": lambda: (X @ w, X.T @ g),
+        }
+        with blas_threads(1):
+            best = interleaved_best(candidates, repeats)
+        out.append({"d": d, "n": n, "trials": B, "per_trial_s": best["per_trial"] / B,
+                    "batch_s": best["batch"] / B, "speedup": best["per_trial"] / best["batch"],
+                    "batch_in_gemv_pairs": best["batch"] / B / best["bare"],
+                    "per_trial_in_gemv_pairs": best["per_trial"] / B / best["bare"]})
+    return out
+
+
+def bench_shared_run(d: int, delta: float, trials: int, steps: int, seed: int = 0) -> dict:
+    """Whole ``simulate_shared`` runs, trial by trial (baseline, first) and batched; same seeds."""
+    problem = Problem.build(target="z**2", activation="gelu", eta=0.2, steps=steps)
+    etas = list(np.linspace(0.1, 0.3, trials))
+    t0 = time.perf_counter()
+    base = simulate_shared(problem, d, delta, seed=seed, trials=trials, eta=etas, batch=False)
+    t_base = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    fast = simulate_shared(problem, d, delta, seed=seed, trials=trials, eta=etas, batch=True)
+    t_fast = time.perf_counter() - t0
+    diff = float(np.max(np.abs(base.overlaps - fast.overlaps)))
+    return {"d": d, "n": int(round(delta * d)), "trials": trials, "steps": steps,
+            "per_trial_s": t_base, "batch_s": t_fast, "speedup": t_base / t_fast,
+            "max_overlap_diff": diff}
+
+
 def blas_info() -> dict:
     info: dict = {"OPENBLAS_CORETYPE": os.environ.get("OPENBLAS_CORETYPE"),
                   "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS"),
@@ -161,28 +217,50 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lanczos-d", type=int, default=2000,
                         help="dimension for Lanczos vs dense eigh (2000; 0 to skip)")
     parser.add_argument("--n-eigs", type=int, default=4, help="extreme eigenpairs per end (4)")
+    parser.add_argument("--batches", default="1,4,16,64",
+                        help="trial batch sizes for part 3 (comma list; empty to skip)")
+    parser.add_argument("--run-d", type=int, default=1000,
+                        help="dimension of the whole-run comparison of part 3 (1000; 0 to skip)")
+    parser.add_argument("--skip-step", action="store_true", help="skip part 1 (the GD step)")
     parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
     args = parser.parse_args(argv)
     blocks = [None if b.strip() == "default" else int(b) for b in args.blocks.split(",")]
 
     steps = []
-    for threads in (1, None):
+    for threads in () if args.skip_step else (1, None):
         for dtype in (np.float64, np.float32):
             steps += bench_step(args.d, args.delta, dtype, args.repeats, blocks, threads)
     lanczos = bench_lanczos(args.lanczos_d, 3.0, args.n_eigs) if args.lanczos_d else None
-    report = {"gd_step": steps, "lanczos_vs_eigh": lanczos, "blas": blas_info()}
+    batches = [int(b) for b in args.batches.split(",") if b.strip()]
+    batch = bench_batch(args.d, args.delta, batches, args.repeats) if batches else []
+    run = bench_shared_run(args.run_d, 4.0, 16, 30) if args.run_d else None
+    report = {"gd_step": steps, "lanczos_vs_eigh": lanczos, "batch_step": batch, "batch_run": run,
+              "blas": blas_info()}
     if args.json:
         json.dump(report, sys.stdout, indent=1)
         sys.stdout.write("\n")
         return 0
-    print(f"One GD step, GeLU single neuron, d={args.d}, delta={args.delta:g}, m=1 "
-          f"(best of {args.repeats}); ratio = step / (X@w + X.T@g)")
-    print(_table(["BLAS threads", "dtype", "block_rows", "X@w [ms]", "X.T@g [ms]", "step [ms]",
-                  "ratio", "GB/s"],
-                 [[r["blas_threads"], r["dtype"], f"{r['block_rows']}{'*' if r['default'] else ''}",
-                   1e3 * r["X_matvec_s"], 1e3 * r["XT_matvec_s"], 1e3 * r["step_s"], r["ratio"],
-                   r["GB_per_s_step"]] for r in steps]))
-    print("(* = the library default)")
+    if steps:
+        print(f"One GD step, GeLU single neuron, d={args.d}, delta={args.delta:g}, m=1 "
+              f"(best of {args.repeats}); ratio = step / (X@w + X.T@g)")
+        print(_table(["BLAS threads", "dtype", "block_rows", "X@w [ms]", "X.T@g [ms]", "step [ms]",
+                      "ratio", "GB/s"],
+                     [[r["blas_threads"], r["dtype"], f"{r['block_rows']}{'*' if r['default'] else ''}",
+                       1e3 * r["X_matvec_s"], 1e3 * r["XT_matvec_s"], 1e3 * r["step_s"], r["ratio"],
+                       r["GB_per_s_step"]] for r in steps]))
+        print("(* = the library default)")
+    if batch:
+        print(f"\nTrials sharing X, GeLU single neuron, d={args.d}, delta={args.delta:g}, one BLAS thread "
+              f"(best of {args.repeats}); per trial-step; pairs = in units of X@w + X.T@g")
+        print(_table(["trials", "per-trial [ms]", "batched [ms]", "speed-up", "per-trial [pairs]",
+                      "batched [pairs]"],
+                     [[r["trials"], 1e3 * r["per_trial_s"], 1e3 * r["batch_s"], r["speedup"],
+                       r["per_trial_in_gemv_pairs"], r["batch_in_gemv_pairs"]] for r in batch]))
+    if run:
+        print(f"\nWhole runs, simulate_shared, d={run['d']}, n={run['n']}, {run['trials']} trials, "
+              f"{run['steps']} steps: trial by trial {run['per_trial_s']:.3g} s, batched "
+              f"{run['batch_s']:.3g} s, speed-up {run['speedup']:.3g}x, "
+              f"max |overlap difference| {run['max_overlap_diff']:.2g}")
     if lanczos:
         print(f"\nHessian extreme eigenpairs, quad neuron, d={lanczos['d']}, n={lanczos['n']}, "
               f"{lanczos['n_eigs']} per end")
