@@ -11,6 +11,7 @@ import math
 
 import numpy as np
 import pytest
+from reference_problems import reference_problem
 from scipy.special import erf
 
 from dmftsolve import Problem
@@ -186,7 +187,7 @@ def test_dmft_matches_simulator_with_bias() -> None:
 def test_no_bias_leaves_outputs_unchanged() -> None:
     """bias=False: no ``bias`` key in ``to_dict`` (the keys of before), zero bias arrays in the
     simulator, a DMFT bias exactly 0 with zero error, and gd_step's two-value return."""
-    p = Problem.build(target="z**2", activation="gelu", eta=0.3, steps=4)
+    p = reference_problem("gelu_phase", eta=0.3, steps=4)
     assert p.to_dict() == {
         "target": "z**2", "activation": "gelu", "m": 1, "a": [1.0], "loss": "square", "eta": 0.3,
         "lam": 0.0, "steps": 4, "q0": 1.0, "M0": None, "Q0": None, "hold_zero": [], "k": 1,

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
+from reference_problems import reference_problem
 
 from dmftsolve import Problem
 from dmftsolve.population import population_loss
@@ -19,7 +20,7 @@ from dmftsolve.results import Status
 def test_quad_neuron_random_init(q0):
     """σ(r) = r², y = z², M = 0, Q = q0: E[(z² − ξ²)²]/2 with ξ ~ N(0, q0) independent
     = (E z⁴ − 2 E z² E ξ² + E ξ⁴)/2 = (3 − 2 q0 + 3 q0²)/2."""
-    p = Problem.build(target="z**2", activation="quad")
+    p = reference_problem("quad_phase")
     res = population_loss(p, [[0.0]], [[q0]])
     assert res.status is Status.SUCCESS
     assert res.value == pytest.approx((3 + 3 * q0**2 - 2 * q0) / 2, rel=1e-12, abs=1e-12)
@@ -33,7 +34,7 @@ def test_quad_neuron_with_overlap(mu, q):
     """σ(r) = r², y = z², V = μ z + ξ, ξ ~ N(0, q). With s = V: Var s = μ² + q, Cov(z, s) = μ,
     Isserlis: E z⁴ = 3, E s⁴ = 3 (μ² + q)², E z² s² = (μ² + q) + 2 μ². So
     E[(z² − s²)²]/2 = (3 − 2 (3 μ² + q) + 3 (μ² + q)²)/2."""
-    p = Problem.build(target="z**2", activation="quad")
+    p = reference_problem("quad_phase")
     res = population_loss(p, mu, q)
     expected = (3 - 2 * (3 * mu**2 + q) + 3 * (mu**2 + q) ** 2) / 2
     assert res.value == pytest.approx(expected, rel=1e-10, abs=1e-12)
@@ -62,7 +63,7 @@ def test_linear_network_multi_index(M, L):
 @pytest.mark.parametrize("method", ["qmc", "mc"])
 def test_monte_carlo_methods(method):
     """Same closed form as test_quad_neuron_with_overlap, within 5 standard errors."""
-    p = Problem.build(target="z**2", activation="quad")
+    p = reference_problem("quad_phase")
     res = population_loss(p, 0.5, 0.3, method=method, n_samples=2**15, rng=11)
     expected = (3 - 2 * (3 * 0.25 + 0.3) + 3 * (0.25 + 0.3) ** 2) / 2
     assert res.method == method
@@ -88,7 +89,7 @@ def test_nonsmooth_activation_falls_back_to_qmc():
     ],
 )
 def test_bad_overlaps(M, Q):
-    p = Problem.build(target="z**2", activation="quad")
+    p = reference_problem("quad_phase")
     with pytest.raises(ValueError):
         population_loss(p, M, Q)
 

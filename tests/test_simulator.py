@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from reference_problems import reference_problem
 
 from dmftsolve import Problem, SolverError, Status
 from dmftsolve.seeds import as_seed_sequence, from_record
@@ -27,7 +28,7 @@ from dmftsolve.simulation.simulator import (
 )
 from dmftsolve.simulation.trials import replay_trial
 
-QUAD = Problem.build(target="z**2", activation="quad", eta=0.05, steps=10)
+QUAD = reference_problem("quad_phase", eta=0.05, steps=10)
 
 
 # ----------------------------------------------------------------------------- reproducibility
@@ -68,7 +69,7 @@ def _quad_loss_given(M: np.ndarray, G: np.ndarray) -> np.ndarray:
 
 def test_step0_loss_matches_closed_form():
     q0 = 0.5
-    p = Problem.build(target="z**2", activation="quad", eta=0.05, steps=0, q0=q0)
+    p = reference_problem("quad_phase", eta=0.05, steps=0, q0=q0)
     run = simulate(p, d=200, delta=5.0, seed=1, trials=8)
     M, G = run.overlaps[:, 0, 0, 0], run.gram[:, 0, 0, 0]
     cond = _quad_loss_given(M, G)
@@ -86,7 +87,7 @@ def test_step0_loss_matches_closed_form():
 
 
 def test_random_init_gram_and_overlap_scale():
-    p = Problem.build(target="z**2", activation="quad", steps=0, q0=2.0, m=2)
+    p = reference_problem("quad_phase", steps=0, q0=2.0, m=2)
     run = simulate(p, d=2000, delta=1.0, seed=2)
     G = run.gram[0, 0]
     # W⁰ i.i.d. N(0, q0/d): G → q0 I with fluctuations O(q0 sqrt(2/d)) ≈ 0.06
@@ -95,7 +96,7 @@ def test_random_init_gram_and_overlap_scale():
 
 
 def test_cosine_equals_overlap_over_norm_for_single_neuron():
-    p = Problem.build(target="z1**2 + z2", activation="gelu", eta=0.2, steps=30)
+    p = reference_problem("easy_hard", eta=0.2, steps=30)
     run = simulate(p, d=60, delta=4.0, seed=0, trials=2)
     M, G = run.overlaps[..., 0], run.gram[..., 0, 0]  # (trials, R, k), (trials, R)
     np.testing.assert_allclose(run.cosine_per_direction, np.abs(M) / np.sqrt(G)[..., None],
@@ -145,7 +146,7 @@ def test_blocked_step_equals_naive_two_matvec_step(n, d, m, block, activation, l
 
 
 def test_blocked_step_float32_close_to_float64():
-    p = Problem.build(target="z**2", activation="gelu", eta=0.2)
+    p = reference_problem("gelu_phase", eta=0.2)
     rng = np.random.default_rng(0)
     X = rng.standard_normal((3000, 200))
     y = X[:, 0] ** 2
@@ -201,7 +202,7 @@ def _reference_hessian(p, X, y, W):
 
 @pytest.mark.parametrize("m", [1, 2])
 def test_hessian_operator_and_dense_match_reference(m):
-    p = Problem.build(target="z**2", activation="gelu", m=m, lam=0.1)
+    p = reference_problem("gelu_phase", m=m, lam=0.1)
     rng = np.random.default_rng(4)
     X = rng.standard_normal((120, 15))
     y = X[:, 0] ** 2
@@ -215,7 +216,7 @@ def test_hessian_operator_and_dense_match_reference(m):
 
 
 def test_lanczos_eigenpairs_match_dense_eigh():
-    p = Problem.build(target="z**2", activation="quad", eta=0.05, steps=6)
+    p = reference_problem("quad_phase", eta=0.05, steps=6)
     kw = {"d": 60, "delta": 3.0, "seed": 5, "trials": 2, "hessian_at": [0, 6], "n_eigs": 3}
     lz = simulate(p, **kw)
     de = simulate(p, **kw, dense_hessian=True, full_spectrum=True)
@@ -247,7 +248,7 @@ def test_dense_hessian_refused_above_limit():
 
 # ----------------------------------------------------------------------------- hold_zero, warm
 def test_hold_zero_keeps_overlaps_exactly_zero():
-    p = Problem.build(target="z1**2 + z2", activation="gelu", eta=0.3, steps=40, hold_zero=(0,))
+    p = reference_problem("easy_hard", eta=0.3, steps=40, hold_zero=(0,))
     run = simulate(p, d=50, delta=4.0, seed=3, trials=2, hessian_at=[10], n_eigs=2)
     assert np.all(run.overlaps[:, :, 0, :] == 0.0)
     assert np.all(run.cosine_per_direction[:, :, 0] == 0.0)
@@ -259,7 +260,7 @@ def test_hold_zero_keeps_overlaps_exactly_zero():
 def test_warm_start_gives_requested_overlaps_and_gram():
     M0 = [[0.3, -0.1], [0.0, 0.2]]
     Q0 = [[0.5, 0.1], [0.1, 0.4]]
-    p = Problem.build(target="z1*z2", activation="tanh", m=2, eta=0.1, steps=3, M0=M0, Q0=Q0)
+    p = reference_problem("tanh_product", eta=0.1, steps=3, M0=M0, Q0=Q0)
     run = simulate(p, d=40, delta=2.0, seed=0, trials=3)
     M0a, Q0a = np.asarray(M0), np.asarray(Q0)
     np.testing.assert_allclose(run.overlaps[:, 0], np.broadcast_to(M0a, (3, 2, 2)), atol=1e-15)
@@ -270,14 +271,14 @@ def test_warm_start_gives_requested_overlaps_and_gram():
 
 
 def test_warm_start_conflicting_with_hold_zero_is_refused():
-    p = Problem.build(target="z**2", activation="quad", M0=[[0.5]], hold_zero=(0,))
+    p = reference_problem("quad_phase", M0=[[0.5]], hold_zero=(0,))
     with pytest.raises(ValueError, match="hold_zero"):
         simulate(p, d=20, delta=2.0)
 
 
 # ----------------------------------------------------------------------------- gram="full"
 def test_full_gram_diagonal_matches_equal_time_gram():
-    p = Problem.build(target="z**2", activation="gelu", m=2, eta=0.2, steps=12)
+    p = reference_problem("gelu_phase", m=2, eta=0.2, steps=12)
     diag = simulate(p, d=30, delta=3.0, seed=4, record_every=5)
     full = simulate(p, d=30, delta=3.0, seed=4, record_every=5, gram="full")
     np.testing.assert_array_equal(diag.steps, [0, 5, 10, 12])
@@ -308,7 +309,7 @@ def test_result_helpers_and_json():
 
 
 def test_nonfinite_run_raises_or_reports():
-    p = Problem.build(target="z**2", activation="quad", eta=50.0, steps=30)
+    p = reference_problem("quad_phase", eta=50.0, steps=30)
     with pytest.raises(SolverError, match="nonfinite"):
         simulate(p, d=20, delta=2.0, seed=0)
     run = simulate(p, d=20, delta=2.0, seed=0, throw=False)
@@ -317,7 +318,7 @@ def test_nonfinite_run_raises_or_reports():
 
 
 def test_float32_run_close_to_float64():
-    p = Problem.build(target="z**2", activation="gelu", eta=0.2, steps=20)
+    p = reference_problem("gelu_phase", eta=0.2, steps=20)
     a = simulate(p, d=50, delta=4.0, seed=0)
     b = simulate(p, d=50, delta=4.0, seed=0, dtype="float32")
     assert b.settings["dtype"] == "float32"
@@ -327,7 +328,7 @@ def test_float32_run_close_to_float64():
 
 
 def test_problem_pickles_and_still_computes():
-    p = Problem.build(target="z**2", activation="gelu")
+    p = reference_problem("gelu_phase")
     _ = p.grad(np.ones(2), np.ones((2, 1)))  # populate the compiled caches
     q = pickle.loads(pickle.dumps(p))
     assert q == p
@@ -378,7 +379,7 @@ def test_problem_must_be_a_problem():
 def test_quad_neuron_transition_between_delta_3_and_6():
     """THEORY.md §5 observations: the r² neuron at d=500, η=0.05, 2000 steps succeeds
     (cosine > 1/2) rarely at δ = 3 and commonly at δ = 6."""
-    p = Problem.build(target="z**2", activation="quad", eta=0.05, steps=2000)
+    p = reference_problem("quad_phase", eta=0.05, steps=2000)
     low = simulate(p, d=500, delta=3.0, seed=100, trials=6, record_every=100)
     high = simulate(p, d=500, delta=6.0, seed=200, trials=6, record_every=100)
     rate_low, _ = low.success_rate(0.5)
@@ -392,7 +393,7 @@ def test_quad_neuron_transition_between_delta_3_and_6():
 # ----------------------------------------------------------------------- trial replay, shared-data batches
 def test_replay_trial_reproduces_the_simulated_trajectory():
     """GD from replay_trial's (X, y, W0) gives the overlaps simulate recorded for that trial."""
-    p = Problem.build(target="z1**2 + z2", activation="gelu", m=2, eta=0.2, steps=5)
+    p = reference_problem("easy_hard", m=2, eta=0.2, steps=5)
     run = simulate(p, d=30, delta=3.0, seed=4, trials=3)
     X, y, W, ss = replay_trial(p, d=30, delta=3.0, seed=4, i=2)
     assert ss.spawn_key == (2,) and run.settings["seeds"][2]["spawn_key"] == [2]
@@ -408,13 +409,13 @@ def test_replay_trial_reproduces_the_simulated_trajectory():
 
 SHARED_CASES = {
     "gelu m=2, bias, hessian": (
-        Problem.build(target="z1**2 + z2", activation="gelu", m=2, eta=0.2, steps=6, bias=True),
+        reference_problem("easy_hard", m=2, eta=0.2, steps=6, bias=True),
         dict(eta=[0.2, 0.1, 0.3], q0=[1.0, 0.5, 2.0], hessian_at=(3,), n_eigs=2)),
     "quad m=1, hold_zero, full gram": (
         Problem.build(target="z1**2 + z2", activation="quad", eta=0.05, steps=5, hold_zero=[1]),
         dict(eta=0.05, gram="full", record_every=2)),
     "tanh m=2, warm start": (
-        Problem.build(target="z1*z2", activation="tanh", m=2, eta=0.3, steps=4, M0=[[0.2, 0.0], [0.0, 0.2]]),
+        reference_problem("tanh_product", eta=0.3, steps=4, M0=[[0.2, 0.0], [0.0, 0.2]]),
         dict(eta=[0.3, 0.6, 0.1])),
 }
 
@@ -437,7 +438,7 @@ def test_shared_batch_equals_trial_by_trial(name):
 
 
 def test_shared_trial_zero_is_trial_zero_of_simulate():
-    p = Problem.build(target="z**2", activation="gelu", eta=0.2, steps=6)
+    p = reference_problem("gelu_phase", eta=0.2, steps=6)
     shared = simulate_shared(p, d=40, delta=3.0, seed=8, trials=3)
     alone = simulate(p, d=40, delta=3.0, seed=8, trials=1)
     np.testing.assert_allclose(shared.overlaps[0], alone.overlaps[0], rtol=1e-10, atol=1e-13)
@@ -447,14 +448,14 @@ def test_shared_trial_zero_is_trial_zero_of_simulate():
 
 
 def test_shared_rejects_bad_eta_and_q0():
-    p = Problem.build(target="z**2", activation="gelu", eta=0.2, steps=2)
+    p = reference_problem("gelu_phase", eta=0.2, steps=2)
     with pytest.raises(ValueError, match="eta must be a positive number or 3"):
         simulate_shared(p, d=20, delta=2.0, seed=0, trials=3, eta=[0.1, 0.2])
     with pytest.raises(ValueError, match="eta must be"):
         simulate_shared(p, d=20, delta=2.0, seed=0, trials=2, eta=-0.1)
     with pytest.raises(ValueError, match="q0 must be"):
         simulate_shared(p, d=20, delta=2.0, seed=0, trials=2, q0=float("nan"))
-    warm = Problem.build(target="z**2", activation="gelu", eta=0.2, steps=2, M0=[[0.3]])
+    warm = reference_problem("gelu_phase", eta=0.2, steps=2, M0=[[0.3]])
     with pytest.raises(ValueError, match="q0 applies to a random start only"):
         simulate_shared(warm, d=20, delta=2.0, seed=0, trials=2, q0=1.0)
     with pytest.raises(ValueError, match="gram must be"):
@@ -462,7 +463,7 @@ def test_shared_rejects_bad_eta_and_q0():
 
 
 def test_gd_step_batch_rejects_bad_shapes():
-    p = Problem.build(target="z**2", activation="gelu", m=2, eta=0.2, steps=2)
+    p = reference_problem("gelu_phase", m=2, eta=0.2, steps=2)
     X, y = np.zeros((5, 4)), np.zeros(5)
     with pytest.raises(ValueError, match="W must have shape"):
         gd_step_batch(p, X, y, np.zeros((4, 3)))

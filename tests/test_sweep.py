@@ -8,13 +8,14 @@ from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 
 import numpy as np
 import pytest
+from reference_problems import reference_problem
 
-from dmftsolve import Problem, SolverError, Status
+from dmftsolve import SolverError, Status
 from dmftsolve.cli import main
 from dmftsolve.simulation.simulator import simulate
 from dmftsolve.simulation.sweeps import SweepResult, sweep
 
-P = Problem.build(target="z**2", activation="gelu", eta=0.2, steps=15)
+P = reference_problem("gelu_phase", eta=0.2, steps=15)
 KW = {"d": 30, "deltas": [2.0, 5.0], "trials": 3, "seed": 9, "progress": False}
 
 
@@ -87,7 +88,7 @@ def test_summary_statistics_match_the_runs(serial):
 
 
 def test_nonfinite_runs_count_as_failures():
-    p = Problem.build(target="z**2", activation="quad", eta=50.0, steps=20)
+    p = reference_problem("quad_phase", eta=50.0, steps=20)
     res = sweep(p, 20, [2.0], trials=2, seed=0, progress=False)
     assert res.status is Status.NONFINITE
     assert res.success_rate[0] == 0.0 and res.diagnostics["nonfinite"] == [2]
@@ -124,7 +125,7 @@ def test_cli_json_sweep(capsys):
     assert len(data["summary"]["success_rate"]) == 2
     assert data["runs"][0]["steps"] == [0, 5, 10]
     # the same numbers as the library call with the same seed
-    ref = sweep(Problem.build(target="z**2", activation="gelu", eta=0.2, steps=10), 25,
+    ref = sweep(reference_problem("gelu_phase", eta=0.2, steps=10), 25,
                 [2.0, 4.0], trials=2, seed=0, progress=False, record_every=5)
     np.testing.assert_allclose(data["summary"]["cosine_median"], ref.cosine_median)
 
