@@ -141,8 +141,9 @@ def test_success_probability_extremes() -> None:
 
 @pytest.mark.slow
 def test_transition_matches_gd_centred_label_d500() -> None:
-    """GeLU, y = z² − 1, d = 500: GD's probit δ_50 from ``convention_hunt.json`` (8 trials per δ)
-    is 6.6 ± 0.3; the theory must land within max(0.3, 5 %) plus both errors."""
+    """GeLU, y = z² − 1, d = 500: GD's probit δ_50 (escapes by step 400) from
+    ``convention_hunt.json`` (8 trials per δ) is 6.3 ± 0.5; the theory must land within
+    max(0.3, 5 %) plus two combined standard errors."""
     p = CENTRED.replace(steps=400)
     c = transition(p, 500, [5.5, 6.0, 6.5, 7.0, 7.5, 8.5], settings=TransitionSettings(draws=16, seed=1))
-    assert abs(c.delta_50 - 6.6) <= 0.33 + 2 * math.hypot(c.delta_50_err, 0.3)
+    assert abs(c.delta_50 - 6.3) <= 0.32 + 2 * math.hypot(c.delta_50_err, 0.5)

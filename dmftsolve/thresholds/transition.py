@@ -26,8 +26,8 @@ Construction: the finite-n DMFT
 reflection ``z → −z`` (``reflect=(0,)``, ``n_paths`` fixed), so only ``m_0`` seeds the hard
 direction; the difference between the two isolates the ``O(1/√d)`` finite-``n`` effects.
 
-δ_50 is the maximum-likelihood probit fit ``P = Φ((δ − δ_50)/w)`` to all draws, with its
-standard error from the observed information.
+δ_50 is the maximum-likelihood probit fit ``P = Φ((δ − δ_50)/w)`` to all draws, with a
+bootstrap standard error (:func:`probit_fit`).
 """
 
 from __future__ import annotations
@@ -223,18 +223,7 @@ def success_probability(problem: Problem, delta: float, d: int, *,
     return res
 
 
-def probit_fit(deltas: np.ndarray, successes: np.ndarray, trials: np.ndarray) -> tuple[float, float, float]:
-    """Maximum-likelihood ``P = Φ((δ − δ_50)/w)``: returns ``(δ_50, se(δ_50), w)``.
-
-    The standard error is from the inverse observed information. If every point is 0 or 1
-    on one side, δ_50 lies outside the grid and ``(nan, nan, nan)`` is returned.
-    """
-    x = np.asarray(deltas, float)
-    k = np.asarray(successes, float)
-    n = np.asarray(trials, float)
-    if np.all(k == 0) or np.all(k == n):
-        return math.nan, math.nan, math.nan
-
+def _probit_mle(x: np.ndarray, k: np.ndarray, n: np.ndarray) -> tuple[float, float]:
     def nll(theta: np.ndarray) -> float:
         mu, logw = theta
         u = (x - mu) / math.exp(logw)
@@ -243,21 +232,37 @@ def probit_fit(deltas: np.ndarray, successes: np.ndarray, trials: np.ndarray) ->
     p = k / n
     i = int(np.argmin(np.abs(p - 0.5)))
     start = np.array([x[i], math.log(max(0.1 * (x.max() - x.min()), 0.05))])
-    res = minimize(nll, start, method="Nelder-Mead", options={"xatol": 1e-6, "fatol": 1e-9})
-    mu, logw = res.x
-    h = 1e-3 * np.maximum(1.0, np.abs(res.x))
-    H = np.zeros((2, 2))
-    for a in range(2):
-        for b in range(2):
-            e_a, e_b = np.eye(2)[a] * h[a], np.eye(2)[b] * h[b]
-            H[a, b] = (nll(res.x + e_a + e_b) - nll(res.x + e_a - e_b) - nll(res.x - e_a + e_b)
-                       + nll(res.x - e_a - e_b)) / (4 * h[a] * h[b])
-    try:
-        cov = np.linalg.inv(H)
-        se = math.sqrt(cov[0, 0]) if cov[0, 0] > 0 else math.nan
-    except np.linalg.LinAlgError:
-        se = math.nan
-    return float(mu), float(se), float(math.exp(logw))
+    res = minimize(nll, start, method="Nelder-Mead", options={"xatol": 1e-5, "fatol": 1e-8})
+    return float(res.x[0]), float(math.exp(res.x[1]))
+
+
+def probit_fit(deltas: np.ndarray, successes: np.ndarray, trials: np.ndarray, *,
+               bootstrap: int = 200, seed: int = 0) -> tuple[float, float, float]:
+    """Maximum-likelihood ``P = Φ((δ − δ_50)/w)``: returns ``(δ_50, se(δ_50), w)``.
+
+    The standard error is a bootstrap over the counts: ``k*_i ~ Bin(n_i, (k_i + ½)/(n_i + 1))``
+    (the observed rates shrunk towards ½, so an observed 0 or 1 still fluctuates), refitted;
+    resamples with every count 0 or every count ``n`` are skipped. The observed-information
+    error is useless here: with few trials per δ the curve is often nearly a step, the fitted
+    width collapses and its curvature says nothing about δ_50. If every point is 0 or every
+    point is 1, δ_50 lies outside the grid and ``(nan, nan, nan)`` is returned.
+    """
+    x = np.asarray(deltas, float)
+    k = np.asarray(successes, float)
+    n = np.asarray(trials, float)
+    if not (x.shape == k.shape == n.shape) or x.size < 2:
+        raise ValueError(f"deltas, successes, trials must be equal-length arrays of >= 2, got shapes "
+                         f"{x.shape}, {k.shape}, {n.shape}")
+    if np.all(k == 0) or np.all(k == n):
+        return math.nan, math.nan, math.nan
+    mu, w = _probit_mle(x, k, n)
+    rng = np.random.default_rng(seed)
+    ks = rng.binomial(n.astype(int), (k + 0.5) / (n + 1), size=(int(bootstrap), x.size)).astype(float)
+    keep = ~(np.all(ks == 0, axis=1) | np.all(ks == n, axis=1))
+    lo, hi = x.min() - (x.max() - x.min()), x.max() + (x.max() - x.min())
+    boot = np.array([min(max(_probit_mle(x, kb, n)[0], lo), hi) for kb in ks[keep]])
+    se = float(boot.std(ddof=1)) if boot.size > 1 else math.nan
+    return mu, se, w
 
 
 def transition(problem: Problem, d: int, deltas: Sequence[float], *,
@@ -311,7 +316,7 @@ def transition(problem: Problem, d: int, deltas: Sequence[float], *,
     res = TransitionCurve(
         status=status, message=message,
         settings={**dataclasses.asdict(s), "problem": problem.to_dict(), "d": d},
-        diagnostics={"fit": "probit maximum likelihood, se from observed information"},
+        diagnostics={"fit": "probit maximum likelihood, bootstrap se (probit_fit)"},
         elapsed=time.perf_counter() - t0, d=d, deltas=grid,
         p=np.array([p.p for p in points]), p_err=np.array([p.p_err for p in points]),
         successes=k, draws=n, delta_50=mu, delta_50_err=se, width=w, points=tuple(points))

@@ -1,0 +1,334 @@
+"""Issue 9: GD's finite-d success probability and δ_50(d) from the theory, against the simulator.
+
+Two parts, each written to ``validation/results/transition_vs_simulation.{md,json,png}`` as
+soon as it lands (the JSON is updated after every curve):
+
+* **Var(m_t)** (``m_t = √d M_t``, GeLU, ``y = z² − 1``, η = 0.5, δ = 6): GD (random start,
+  and the same data with ``M_0 = 0`` for the noise part) at d = 500 / 1000 / 2000, against
+  the linearised law of :mod:`dmftsolve.dynamics.hard_overlap` (pathwise, t ≤ 20; the
+  finite-d frozen-kernel estimator to t = 60) and the finite-n DMFT (``N = n`` unpaired
+  paths, ``M_0 = 0``) used by :mod:`dmftsolve.thresholds.transition`. GD numbers come from
+  :func:`gd_var` (cached in ``validation/results/transition_gd_var.json``; ``--gd-var``
+  recomputes them, about 5 min on one core).
+* **Success curves and δ_50**: :func:`dmftsolve.thresholds.transition.transition` per case and
+  d, against GD's success counts (``validation/results/convention_hunt.json``: 8 trials per δ,
+  6 at d = 2000, 1000 GD steps for GeLU; finding (k) of ``docs/findings.md`` for
+  ``min(z², 3)``). GD's δ_50 here is the same probit fit as the theory's (not the linear
+  interpolation of ``convention_hunt.md``), so both carry a standard error.
+
+Run: ``python validation/transition_vs_simulation.py [--only NAME] [--draws K] [--report]``
+(one process, one BLAS thread; about 60 min for everything on a loaded 2-core machine).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from threadpoolctl import threadpool_limits
+
+from dmftsolve import Problem
+from dmftsolve.dynamics.dmft import solve_dmft
+from dmftsolve.dynamics.hard_overlap import HardOverlapSettings, hard_overlap_law
+from dmftsolve.results import jsonable
+from dmftsolve.thresholds.transition import TransitionSettings, probit_fit, transition
+
+OUT = Path(__file__).resolve().parent / "results"
+JSON = OUT / "transition_vs_simulation.json"
+GD_VAR = OUT / "transition_gd_var.json"
+VAR_TIMES = (5, 10, 20, 40, 60)
+
+#: name -> (target, activation, η, theory steps T, GD steps, convention_hunt variant, δ grid per d)
+CASES: dict[str, dict[str, Any]] = {
+    "gelu_z2m1": {"target": "z**2 - 1", "activation": "gelu", "eta": 0.5, "T": 400, "gd_T": 1000,
+                  "variant": "V4", "grid": {500: (5.5, 6, 6.5, 7, 7.5, 8.5), 1000: (5.5, 6, 6.5, 7, 7.5, 8.5),
+                                              2000: (5.5, 6, 6.5, 7, 7.5, 8.5)}},
+    "gelu_z2": {"target": "z**2", "activation": "gelu", "eta": 0.5, "T": 400, "gd_T": 1000,
+                "variant": "V0", "grid": {500: (7, 8.5, 10, 11.5, 13), 1000: (7, 8.5, 10, 11.5, 13)}},
+    "gelu_min3": {"target": "Min(z**2, 3)", "activation": "gelu", "eta": 0.5, "T": 400, "gd_T": 400,
+                  "variant": None, "grid": {1000: (7, 8.5, 10, 11.5, 13)}},
+    "quad_z2": {"target": "z**2", "activation": "quad", "eta": 0.1, "T": 600, "gd_T": 2000,
+                "variant": "Q0", "grid": {500: (3, 4, 5, 6, 8)}},
+    # the same construction without the finite-n sources (initial overlap only): what they contribute
+    "gelu_z2m1_initial_only": {"target": "z**2 - 1", "activation": "gelu", "eta": 0.5, "T": 400,
+                               "gd_T": 1000, "variant": "V4", "noise": False,
+                               "grid": {1000: (6, 7, 8, 9, 10)}},
+}
+#: finding (k), docs/findings.md: GeLU, y = min(z², 3), d = 1000, 400 steps, 8 trials
+GD_MIN3 = {1000: {"deltas": [8.0, 10.0, 13.0], "successes": [0, 6, 8], "trials": [8, 8, 8]}}
+
+
+# --------------------------------------------------------------------------- GD
+def gd_var(target: str, act: str, eta: float, delta: float, d: int, trials: int, T: int,
+           seed: int = 11) -> np.ndarray:
+    """``√d M_t`` for ``t ≤ T`` per trial: random start (``[:, 0]``) and ``M_0 = 0`` (``[:, 1]``).
+
+    Plain full-batch GD on float32 data (the library's update), both runs on the same data and
+    the same orthogonal part of ``w_0``; ``θ* = e_1``.
+    """
+    p = Problem.build(target=target, activation=act, eta=eta, steps=T)
+    n = int(round(delta * d))
+    ms = np.zeros((trials, 2, T + 1))
+    root = np.random.SeedSequence([seed, d, int(1000 * delta)])
+    for j, ss in enumerate(root.spawn(trials)):
+        rng = np.random.default_rng(ss)
+        X = rng.standard_normal((n, d), dtype=np.float32)
+        y = np.asarray(p.labels(X[:, :1].astype(np.float64), np.zeros(n)), float)
+        w0 = rng.standard_normal(d) / math.sqrt(d)
+        for v in range(2):
+            w = w0.copy()
+            if v == 1:
+                w[0] = 0.0
+            for t in range(T + 1):
+                ms[j, v, t] = math.sqrt(d) * w[0]
+                if t == T:
+                    break
+                V = (X @ w.astype(np.float32)).astype(np.float64)
+                g = p.grad(y, V[:, None])[:, 0]
+                w = w - (eta / n) * (X.T @ g.astype(np.float32)).astype(np.float64)
+    return ms
+
+
+def var_se(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Sample variance over axis 0 and its standard error (normal-theory, √(2/(n−1)) var)."""
+    v = x.var(axis=0, ddof=1)
+    return v, v * math.sqrt(2.0 / (x.shape[0] - 1))
+
+
+def gd_counts(case: dict[str, Any], d: int) -> dict[str, Any] | None:
+    """GD's successes per δ by the theory's horizon ``T``: runs whose first recorded cosine
+    above 1/2 (recorded every 10 steps) comes at a step ``≤ T`` (GD's escapes are permanent;
+    the runs went on to 1000 / 2000 steps). ``successes_final`` are the counts at the end."""
+    if case["variant"] is None:
+        return GD_MIN3.get(d)
+    ch = json.loads((OUT / "convention_hunt.json").read_text())
+    sw = ch["sweeps"].get(f"{case['variant']}|{d}")
+    if sw is None:
+        return None
+    row = sw["rows"][case["variant"]]
+    T = case["T"]
+    by_T = [sum(1 for e in r["escape_steps"] if e is not None and e <= T) for r in row["per_delta"]]
+    return {"deltas": sw["deltas"], "successes": by_T,
+            "successes_final": [r["successes"] for r in row["per_delta"]],
+            "trials": [r["trials"] for r in row["per_delta"]], "by_step": T, "run_steps": row["at_step"]}
+
+
+def gd_fit(case: dict[str, Any], d: int) -> tuple[dict[str, Any] | None, tuple[float, float, float]]:
+    gd = gd_counts(case, d)
+    if not gd:
+        return None, (math.nan, math.nan, math.nan)
+    return gd, probit_fit(np.array(gd["deltas"]), np.array(gd["successes"]), np.array(gd["trials"]))
+
+
+# --------------------------------------------------------------------------- parts
+def part_var(res: dict[str, Any], recompute_gd: bool) -> None:
+    target, act, eta, delta = "z**2 - 1", "gelu", 0.5, 6.0
+    if recompute_gd or not GD_VAR.exists():
+        gd = {str(d): gd_var(target, act, eta, delta, d, tr, 60).tolist()
+              for d, tr in ((500, 200), (1000, 150), (2000, 60))}
+        GD_VAR.write_text(json.dumps(gd))
+    gd = {int(k): np.array(v) for k, v in json.loads(GD_VAR.read_text()).items()}
+    out: dict[str, Any] = {"gd": {}, "theory": {}}
+    for d, ms in gd.items():
+        v, e = var_se(ms[:, 0])
+        vn, en = var_se(ms[:, 1])
+        out["gd"][d] = {"trials": ms.shape[0], "var": v, "var_err": e, "var_noise": vn, "var_noise_err": en}
+    p = Problem.build(target=target, activation=act, eta=eta, steps=60)
+    t0 = time.perf_counter()
+    law = hard_overlap_law(p, delta, settings=HardOverlapSettings(steps=20, n_paths=20_000, replicates=4))
+    out["theory"]["pathwise"] = {"var": law.var, "var_err": law.var_err, "var_noise": law.var_noise,
+                                 "var_noise_err": law.var_noise_err, "A": law.A, "A_err": law.A_err,
+                                 "seconds": time.perf_counter() - t0}
+    for d in (500, 1000, 2000):
+        t0 = time.perf_counter()
+        fd = hard_overlap_law(p, delta, d=d, settings=HardOverlapSettings(
+            steps=60, n_paths=4000, replicates=4, estimator="finite_d", draws=128))
+        out["theory"][f"finite_d_{d}"] = {"var": fd.var, "var_err": fd.var_err, "var_noise": fd.var_noise,
+                                          "var_noise_err": fd.var_noise_err,
+                                          "seconds": time.perf_counter() - t0}
+        # the finite-n DMFT of the transition module: N = n unpaired paths, M_0 = 0 (noise part)
+        t0 = time.perf_counter()
+        q = Problem.build(target=target, activation=act, eta=eta, steps=60, M0=[[0.0]], Q0=[[1.0]])
+        m = np.array([solve_dmft(q, delta, n_paths=int(delta * d), seed=1000 + s, antithetic=False,
+                                 errors="batch", n_batches=2).M[:, 0, 0] * math.sqrt(d) for s in range(60)])
+        mean_sq = (m**2).mean(axis=0)
+        out["theory"][f"dmft_n_{d}"] = {"var_noise": mean_sq,
+                                        "var_noise_err": (m**2).std(axis=0, ddof=1) / math.sqrt(m.shape[0]),
+                                        "draws": m.shape[0], "seconds": time.perf_counter() - t0}
+        print(f"[var] d={d} done", flush=True)
+    res["var"] = out
+
+
+def part_curves(res: dict[str, Any], only: str | None, draws: int, ds: list[int] | None) -> None:
+    res.setdefault("curves", {})
+    for name, case in CASES.items():
+        if only and name != only:
+            continue
+        p = Problem.build(target=case["target"], activation=case["activation"], eta=case["eta"],
+                          steps=case["T"])
+        for d, grid in case["grid"].items():
+            if ds and d not in ds:
+                continue
+            key = f"{name}|{d}"
+            if key in res["curves"]:
+                continue
+            t0 = time.perf_counter()
+            noise = bool(case.get("noise", True))
+            c = transition(p, d, grid, settings=TransitionSettings(draws=draws, seed=1, noise=noise),
+                           throw=False, progress=True)
+            gd, fit = gd_fit(case, d)
+            res["curves"][key] = {
+                "case": name, "d": d, "noise": noise, "target": case["target"],
+                "activation": case["activation"],
+                "eta": case["eta"], "T": case["T"], "gd_T": case["gd_T"], "deltas": c.deltas, "p": c.p,
+                "p_err": c.p_err, "successes": c.successes, "draws": c.draws, "delta_50": c.delta_50,
+                "delta_50_err": c.delta_50_err, "width": c.width, "status": c.status.value,
+                "escape_steps": [pt.escape_step for pt in c.points],
+                "diverged": [pt.diagnostics["diverged_draws"] for pt in c.points],
+                "gd": gd, "gd_delta_50": fit[0], "gd_delta_50_err": fit[1],
+                "seconds": time.perf_counter() - t0}
+            print(f"[curve] {key}: theory δ_50 {c.delta_50:.2f} ± {c.delta_50_err:.2f}, "
+                  f"GD {fit[0]:.2f} ± {fit[1]:.2f} ({time.perf_counter() - t0:.0f} s)", flush=True)
+            JSON.write_text(json.dumps(jsonable(res)))
+            report(res)
+
+
+# --------------------------------------------------------------------------- report
+def fmt(x: Any, e: Any, nd: int = 2) -> str:
+    if x is None or e is None or not (math.isfinite(float(x)) and math.isfinite(float(e))):
+        return "–" if x is None or not math.isfinite(float(x)) else f"{float(x):.{nd}f}"
+    return f"{float(x):.{nd}f} ± {float(e):.{nd}f}"
+
+
+def report(res: dict[str, Any]) -> None:
+    for c in res.get("curves", {}).values():  # GD numbers always from their source, by the theory's T
+        gd, fit = gd_fit(CASES[c["case"]], int(c["d"]))
+        c["gd"], c["gd_delta_50"], c["gd_delta_50_err"] = gd, fit[0], fit[1]
+    L = ["# Finite-d transition (issue 9): theory vs GD", "",
+         "Generated by `python validation/transition_vs_simulation.py`. Theory: "
+         "`dmftsolve.thresholds.transition` (finite-n DMFT: one unrestricted DMFT per draw, "
+         "started at `M_0 = m_0/√d` with `m_0` stratified over `N(0, 1)`, `N = n = δd` unpaired "
+         "paths; success = cosine above 1/2 by step T). δ_50 of theory and GD: the same probit "
+         "maximum-likelihood fit, ± its standard error. GD counts: `convention_hunt.json` "
+         "(8 trials per δ, 6 at d = 2000; a run counts as a success when its cosine first exceeds "
+         "1/2 at a recorded step ≤ the theory's T, the same criterion as the theory) and finding (k) "
+         "for `min(z², 3)` (final cosine at 400 steps).", ""]
+    if "curves" in res:
+        L += ["## δ_50", "",
+              "| case | d | theory T | GD T | theory δ_50 | GD δ_50 | diff | within max(0.3, 5 %)? |",
+              "|---|---|---|---|---|---|---|---|"]
+        for c in res["curves"].values():
+            th, ge = c["delta_50"], c["gd_delta_50"]
+            ok = "–"
+            diff = "–"
+            if th is not None and ge is not None and math.isfinite(th) and math.isfinite(ge):
+                diff = f"{th - ge:+.2f}"
+                ok = "yes" if abs(th - ge) <= max(0.3, 0.05 * ge) else "no"
+            L.append(f"| {c['case']} | {c['d']} | {c['T']} | {c['gd_T']} | {fmt(th, c['delta_50_err'])} | "
+                     f"{fmt(ge, c['gd_delta_50_err'])} | {diff} | {ok} |")
+        L += ["", "## Success curves", ""]
+        for key, c in res["curves"].items():
+            L += [f"### {key} (theory {c['draws'][0]} draws per δ, {c['seconds']:.0f} s)", "",
+                  "| δ | theory P | GD |", "|---|---|---|"]
+            gd = c["gd"] or {"deltas": [], "successes": [], "trials": []}
+            gdm = {float(x): (s, n)
+                   for x, s, n in zip(gd["deltas"], gd["successes"], gd["trials"], strict=True)}
+            allx = sorted(set(map(float, c["deltas"])) | set(gdm))
+            thm = {float(x): (p, e, s, n) for x, p, e, s, n in
+                   zip(c["deltas"], c["p"], c["p_err"], c["successes"], c["draws"], strict=True)}
+            for x in allx:
+                t = thm.get(x)
+                g = gdm.get(x)
+                ts = f"{t[2]}/{t[3]} = {t[0]:.2f} ± {t[1]:.2f}" if t else ""
+                gs = ""
+                if g:
+                    pg = g[0] / g[1]
+                    gs = f"{g[0]}/{g[1]} = {pg:.2f} ± {math.sqrt(max(pg * (1 - pg), 0.25 / g[1]) / g[1]):.2f}"
+                L.append(f"| {x:g} | {ts} | {gs} |")
+            L.append("")
+    if "var" in res:
+        v = res["var"]
+        L += ["## Var(m_t), GeLU, y = z² − 1, η = 0.5, δ = 6", "",
+              "GD: sample variance over trials ± √(2/(n−1))·var. Theory: `hard_overlap_law` "
+              "(pathwise: 4 × 2·10⁴ paths, t ≤ 20; finite_d: frozen-kernel propagation at the "
+              "physical amplitude, 4 × 4000 paths × 128 draws) and the finite-n DMFT (60 draws, "
+              "N = n unpaired paths, M_0 = 0: noise part only). Errors: replicate spread.", "",
+              "| t | d | GD Var m_t | GD noise part | pathwise Var | pathwise noise | finite_d Var | "
+              "finite_d noise | finite-n DMFT noise |", "|---|---|---|---|---|---|---|---|---|"]
+        pw = v["theory"]["pathwise"]
+        for t in VAR_TIMES:
+            for d in ("500", "1000", "2000"):
+                g = v["gd"].get(d) or v["gd"].get(int(d))
+                fd = v["theory"].get(f"finite_d_{d}")
+                dn = v["theory"].get(f"dmft_n_{d}")
+                pws = ((fmt(pw["var"][t], pw["var_err"][t], 1),
+                        fmt(pw["var_noise"][t], pw["var_noise_err"][t], 1))
+                       if t < len(pw["var"]) else ("–", "–"))
+                L.append(f"| {t} | {d} | {fmt(g['var'][t], g['var_err'][t], 1)} | "
+                         f"{fmt(g['var_noise'][t], g['var_noise_err'][t], 1)} | {pws[0]} | {pws[1]} | "
+                         f"{fmt(fd['var'][t], fd['var_err'][t], 1) if fd else '–'} | "
+                         f"{fmt(fd['var_noise'][t], fd['var_noise_err'][t], 1) if fd else '–'} | "
+                         f"{fmt(dn['var_noise'][t], dn['var_noise_err'][t], 1) if dn else '–'} |")
+        L.append("")
+    (OUT / "transition_vs_simulation.md").write_text("\n".join(L) + "\n")
+    plot(res)
+
+
+def plot(res: dict[str, Any]) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    curves = res.get("curves", {})
+    if not curves:
+        return
+    fig, axes = plt.subplots(1, len(curves), figsize=(3.2 * len(curves), 3.0), squeeze=False)
+    for ax, (key, c) in zip(axes[0], curves.items(), strict=True):
+        ax.errorbar(c["deltas"], c["p"], c["p_err"], fmt="o-", label="theory", capsize=2)
+        gd = c["gd"]
+        if gd:
+            k, n = np.array(gd["successes"], float), np.array(gd["trials"], float)
+            pg = k / n
+            ax.errorbar(gd["deltas"], pg, np.sqrt(np.maximum(pg * (1 - pg), 0.25 / n) / n), fmt="s--",
+                        label="GD", capsize=2)
+        ax.axhline(0.5, color="grey", lw=0.5)
+        ax.set_title(key, fontsize=8)
+        ax.set_xlabel("δ")
+        ax.set_ylim(-0.05, 1.05)
+    axes[0][0].set_ylabel("P(success)")
+    axes[0][0].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(OUT / "transition_vs_simulation.png", dpi=110)
+    plt.close(fig)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--only", default=None, help="run only this curve case (a key of CASES)")
+    ap.add_argument("--draws", type=int, default=16, help="theory draws per δ (default 16)")
+    ap.add_argument("--ds", default="", help="comma-separated input dimensions to run (default: all)")
+    ap.add_argument("--var", action="store_true", help="also run the Var(m_t) part")
+    ap.add_argument("--no-curves", action="store_true", help="skip the success curves")
+    ap.add_argument("--gd-var", action="store_true", help="recompute the GD Var(m_t) numbers")
+    ap.add_argument("--report", action="store_true", help="only rebuild the report from the JSON")
+    args = ap.parse_args()
+    res = json.loads(JSON.read_text()) if JSON.exists() else {}
+    if args.report:
+        report(res)
+        return
+    with threadpool_limits(1):
+        if not args.no_curves:
+            part_curves(res, args.only, args.draws, [int(x) for x in args.ds.split(",") if x])
+        if args.var:
+            part_var(res, args.gd_var)
+    JSON.write_text(json.dumps(jsonable(res)))
+    report(res)
+
+
+if __name__ == "__main__":
+    main()
