@@ -80,8 +80,29 @@ def test_replicates_give_mean_and_standard_error_of_independent_searches() -> No
         ThresholdSettings(replicates=0)
 
 
+def test_parallel_replicates_equal_the_serial_run() -> None:
+    """The replicate searches spread over a process pool give exactly the serial result (same
+    seeds): every bracket, every evaluated δ and outlier, the mean and standard error. The
+    long-time rule (two times per DMFT run) is exercised on a short horizon."""
+    p = Problem.build(target="Min(z**2, 3)", activation="quad", eta=0.05)
+    base = dict(bracket=(0.5, 4.0), grid=4, xtol=0.2, n_paths=1000, seed=3, replicates=3, long_time=2)
+    serial = delta_nn(p, None, settings=ThresholdSettings(**base, workers=1), throw=False)
+    pooled = delta_nn(p, None, settings=ThresholdSettings(**base, workers=2), throw=False)
+    assert serial.settings["workers"] == 1 and pooled.settings["workers"] == 2
+    assert serial.stderr is not None and len(serial.evaluations) >= 3 * 2 * 4
+    for name in ("delta_nn", "stderr", "bracket", "brackets", "replicates", "status", "message", "warnings"):
+        assert getattr(pooled, name) == getattr(serial, name), name
+
+    def numbers(res):
+        return [{k: v for k, v in e.items() if k != "elapsed"} for e in res.evaluations]
+
+    assert numbers(pooled) == numbers(serial)
+    with pytest.raises(ValueError, match="workers must be an integer >= 1 or None, got 0"):
+        ThresholdSettings(workers=0)
+
+
 def test_long_time_rule_on_replicate_means() -> None:
-    from dmftsolve.thresholds.hessian_threshold import _combine_replicates
+    from dmftsolve.thresholds.hessian_threshold import combine_replicates
 
     s = ThresholdSettings(xtol=0.1, time_rtol=0.0)
 
@@ -91,14 +112,14 @@ def test_long_time_rule_on_replicate_means() -> None:
                 for i, (a, b) in enumerate(zip(mid_t, mid_half, strict=True))]
 
     # means 10 vs 10.1, standard errors ~0.6: within 2 combined standard errors
-    st, msg, mean, se, _ = _combine_replicates(reps([9, 10, 11], [9.1, 10.1, 11.1]), (100, 200), None, s)
+    st, msg, mean, se, _ = combine_replicates(reps([9, 10, 11], [9.1, 10.1, 11.1]), (100, 200), None, s)
     assert st.value == "success" and mean == pytest.approx(10.0) and se == pytest.approx(1 / np.sqrt(3))
     # means 10 vs 14 with the same spread: far outside
-    st, msg, *_ = _combine_replicates(reps([9, 10, 11], [13, 14, 15]), (100, 200), None, s)
+    st, msg, *_ = combine_replicates(reps([9, 10, 11], [13, 14, 15]), (100, 200), None, s)
     assert st.value == "not_converged" and "NOT met" in msg
     # at a fixed t a replicate that did not succeed fails the whole result
     bad = reps([9, 10, 11], [9, 10, 11])
-    st, msg, mean, *_ = _combine_replicates(bad, (200,), 200, s)
+    st, msg, mean, *_ = combine_replicates(bad, (200,), 200, s)
     assert st.value == "not_converged" and mean is None and "seed 0" in msg
 
 
@@ -167,21 +188,30 @@ def test_threshold_cli_bad_input(capsys: pytest.CaptureFixture[str]) -> None:
     assert "no hard direction" in capsys.readouterr().err
 
 
-def test_spectrum_cli_reports_edges_outliers_and_unbounded_laws(capsys: pytest.CaptureFixture[str]) -> None:
-    # bounded law (y = min(z², 3), σ = r², t = 0, δ = 3): finite left edge and a hard outlier below
-    # it (the t = 0 threshold is 1.67, test above); y = z²: D unbounded below, so no edge is given
-    assert main(["spectrum", "--target", "Min(z**2, 3)", "--activation", "quad", "--delta", "3",
-                 "--t", "0", "--paths", "20000", "--json"]) == 0
-    out = json.loads(capsys.readouterr().out)
-    edge = out["bulk"]["left_edge"]
-    locs = [o["location"] for o in out["outliers"]["outliers"]]
-    assert edge is not None and len(locs) == 1 and locs[0] < edge
+def test_hard_spectrum_edges_outliers_law_and_unbounded_laws() -> None:
+    """The one pipeline restricted → DMFT → Law → outliers (hard_spectrum; the spectrum command's
+    JSON is tested with it in tests/test_spectrum.py). Bounded law (y = min(z², 3), σ = r², t = 0,
+    δ = 3): finite left edge and a hard outlier below it (the t = 0 threshold is 1.67, test
+    above); y = z²: D unbounded below, so no edge with tails="strict", a warning with "sample"."""
+    from dmftsolve.hessian.law import Law
+    from dmftsolve.hessian.outlier_equation import training_outliers
+    from dmftsolve.thresholds.hessian_threshold import hard_spectrum
+
+    hs = hard_spectrum(Problem.build(target="Min(z**2, 3)", activation="quad"), 3.0, 0,
+                       settings=ThresholdSettings(n_paths=20_000, seed=0))
+    locs = [o.location for o in hs.outliers.outliers]
+    assert hs.left_edge is not None and len(locs) == 1 and locs[0] < hs.left_edge
+    law = hs.law
+    assert isinstance(law, Law) and law.t == 0 and law.n == 20_000 and law.kind == "monte_carlo"
     # the same hard outlier appears among those along span(θ*) + span(W_0), all of it "hard"
-    left = [o for o in out["training_outliers"]["outliers"] if o["side"] == "left"]
-    assert len(left) == 1 and left[0]["location"] == pytest.approx(locs[0], rel=1e-6)
-    assert left[0]["parts"]["hard"] == pytest.approx(left[0]["overlap2"], rel=1e-3)
-    main(["spectrum", "--delta", "4", "--t", "0", "--paths", "5000", "--json"])
-    out = json.loads(capsys.readouterr().out)
-    # the caveat is a warning of a successful result (results.Result), not part of its message
-    notes = " ".join([out["bulk"]["message"], *out["bulk"].get("warnings", [])])
-    assert out["bulk"]["left_edge"] is None and "unbounded below" in notes
+    learned = training_outliers(law, law.Vstar, law.V, hs.M, hs.Q, 3.0, hard=hs.hard, side="left")
+    left = [o for o in learned.outliers if o.side == "left"]
+    assert len(left) == 1 and left[0].location == pytest.approx(locs[0], rel=1e-6)
+    assert left[0].parts["hard"] == pytest.approx(left[0].overlap2, rel=1e-3)
+    gelu = Problem.build(target="z**2", activation="gelu")
+    strict = hard_spectrum(gelu, 4.0, 0, settings=ThresholdSettings(n_paths=5000, tails="strict"),
+                           throw=False)
+    assert not strict.ok and strict.left_edge is None and "unbounded below" in strict.message
+    sample = hard_spectrum(gelu, 4.0, 0, settings=ThresholdSettings(n_paths=5000), throw=False)
+    assert sample.ok and sample.diagnostics["tail_unbounded"]
+    assert any("unbounded below" in w for w in sample.warnings) and "unbounded" not in sample.message

@@ -11,8 +11,9 @@ Problem: single neuron (m = 1, a = 1), square loss ``(y − f)²/2``, target
   4× more per δ and did not fit the time budget on a shared machine.)
 
 For each δ evaluated, one DMFT run (10⁴ paths) serves every t: the script
-drives the library's own bracketing (``dmftsolve.thresholds._Predicate`` and
-``_search``, exactly what ``delta_nn`` uses) once per t on a shared cache.
+drives the library's own bracketing (``ThresholdPredicate`` and ``search_threshold``
+of ``dmftsolve.thresholds.hessian_threshold``, exactly what ``delta_nn`` uses) once per t
+on a shared cache.
 The time-translation-invariant fixed point ``delta_nn(problem, "tti")`` is
 reported beside them.
 
@@ -54,7 +55,12 @@ from dmftsolve.dynamics.dmft import solve_dmft
 from dmftsolve.results import SolverError, jsonable
 from dmftsolve.simulation.sweeps import sweep
 from dmftsolve.thresholds.directions import split_directions
-from dmftsolve.thresholds.hessian_threshold import ThresholdSettings, _Predicate, _search, delta_nn
+from dmftsolve.thresholds.hessian_threshold import (
+    ThresholdPredicate,
+    ThresholdSettings,
+    delta_nn,
+    search_threshold,
+)
 
 OUT = Path(__file__).resolve().parent / "results"
 QUICK = "--quick" in sys.argv
@@ -95,12 +101,12 @@ def thresholds_over_time(prob: Problem, times: tuple[int, ...],
     warnings.filterwarnings("ignore")
     start = time.perf_counter()
     split = split_directions(prob.target)
-    pred = _Predicate(prob, tuple(times), settings, split, progress=False)
+    pred = ThresholdPredicate(prob, tuple(times), settings, split, progress=False)
     out: dict[str, Any] = {"times": list(times), "eta": prob.training.eta, "per_t": {}}
     for t in reversed(times):
         pred.t = t
         try:
-            st, msg, br = _search(pred, settings)
+            st, msg, br = search_threshold(pred, settings)
         except SolverError as exc:
             st, msg, br = None, str(exc), None
         out["per_t"][str(t)] = {"t": t, "t_eta": t * prob.training.eta,

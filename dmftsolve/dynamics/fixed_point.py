@@ -31,8 +31,9 @@ from typing import Any, Literal
 import numpy as np
 
 from dmftsolve.gaussian import gauss_hermite_rule
+from dmftsolve.hessian.law import Law
 from dmftsolve.problem import Problem, check_delta
-from dmftsolve.results import ResultBase, SolverError, Status
+from dmftsolve.results import Result, SolverError, Status
 
 __all__ = ["FixedPointSettings", "FixedPoint", "solve_fixed_point"]
 
@@ -75,9 +76,9 @@ class FixedPointSettings:
             raise ValueError(f"nodes must be >= 4, got {self.nodes!r}")
 
 
-@dataclass(repr=False)
-class FixedPoint(ResultBase):
-    """The TTI fixed point at one ``δ``, with the quadrature samples it rests on."""
+@dataclass(frozen=True, kw_only=True, repr=False, eq=False)
+class FixedPoint(Result):
+    """The TTI fixed point at one ``δ``, with the quadrature law it rests on (:meth:`law`)."""
 
     delta: float
     M: np.ndarray
@@ -91,15 +92,22 @@ class FixedPoint(ResultBase):
     V: np.ndarray = field(repr=False)
     y: np.ndarray = field(repr=False)
     D: np.ndarray = field(repr=False)
-    status: Status = Status.SUCCESS
-    message: str = ""
-    settings: dict[str, Any] = field(default_factory=dict)
-    diagnostics: dict[str, Any] = field(default_factory=dict)
-    elapsed: float = 0.0
 
     def samples(self) -> dict[str, np.ndarray]:
         """Quadrature nodes of the fixed-point law: ``V``, ``Vstar``, ``y``, ``D`` and ``weights``."""
         return {"V": self.V, "Vstar": self.Vstar, "y": self.y, "D": self.D, "weights": self.weights}
+
+    def law(self) -> Law:
+        """The fixed-point law of ``(D, V*, V, y)`` as a quadrature :class:`~dmftsolve.hessian.law.Law`.
+
+        Raises
+        ------
+        ValueError
+            If the iterate is not finite (a failed solve).
+        """
+        return Law(D=self.D, Vstar=self.Vstar, V=self.V, y=self.y, weights=self.weights, kind="quadrature",
+                   diagnostics={"source": "fixed_point", "delta": self.delta,
+                                "nodes": self.settings.get("nodes"), "status": self.status.value})
 
     def to_dict(self) -> dict[str, Any]:
         skip = {"weights", "Vstar", "V", "y", "D"}

@@ -1,4 +1,4 @@
-"""Feature-learning thresholds ``δ_NN(t)`` and ``δ_NN(∞)`` (THEORY.md §5).
+"""Feature-learning thresholds ``δ_NN(t)`` and ``δ_NN(∞)`` (``docs/theory.md`` §5).
 
 ``δ_NN(t)`` is the smallest ``δ`` at which the Hessian ``∇²L(W^t)`` of the
 restricted dynamics (hard directions held at zero overlap) has an outlier
@@ -6,51 +6,78 @@ below the bulk whose eigenvector overlaps the hard subspace, and which is
 negative (``criterion="negative"``, the default: GD then escapes along it)
 or merely separated from the bulk (``criterion="separated"``: the BBP point).
 
-* finite ``t``: the law of ``(D, z_hard)`` comes from the DMFT samples at
-  step ``t`` (:func:`dmftsolve.dynamics.dmft.solve_dmft`), re-run at every ``δ``;
+The pipeline at one ``δ`` is :func:`hard_spectra` (one public function; the
+``spectrum`` command uses the same through :func:`hard_spectrum`):
+restricted problem (:func:`restricted`) → law of the training fields
+(:class:`~dmftsolve.hessian.law.Law`) → outliers along the hard directions
+(:func:`dmftsolve.hessian.outlier_equation.outliers`). The law is
+
+* finite ``t``: the DMFT paths at step ``t`` (``DMFTResult.law(t)``,
+  :func:`dmftsolve.dynamics.dmft.solve_dmft`), re-run at every ``δ``;
 * ``t = None`` (the long-time limit): ``δ_NN(T)`` and ``δ_NN(T/2)`` from the
   same DMFT runs, ``T = settings.long_time``; the answer is accepted when the
   two brackets overlap (the stated convergence rule), and flagged
   ``NOT_CONVERGED`` otherwise;
-* ``t = "tti"``: from the time-translation-invariant fixed point
-  (:func:`dmftsolve.dynamics.fixed_point.solve_fixed_point`). This is fast, but only
-  valid where GD converges to the fixed point it selects: for square loss on
-  ``y = z²`` with GeLU or ``r²`` neurons the global proximal branch does not
-  match long GD runs (see ``docs/findings.md``), so it is not the default.
+* ``t = "tti"``: the time-translation-invariant fixed point
+  (``FixedPoint.law()``, :func:`dmftsolve.dynamics.fixed_point.solve_fixed_point`).
+  This is fast, but only valid where GD converges to the fixed point it
+  selects: for square loss on ``y = z²`` with GeLU or ``r²`` neurons the
+  global proximal branch does not match long GD runs (see
+  ``docs/findings.md``), so it is not the default.
 
-The outliers come from :func:`dmftsolve.hessian.outlier_equation.outliers`. The threshold is
-located by scanning a grid of ``δ`` for the first change of the predicate
-"has such an outlier" and refining that bracket with
-:func:`scipy.optimize.bisect` on the ±1 indicator; both ends of the final
-bracket are evaluated, so the answer is verified to lie inside it.
-``δ_alg`` (:mod:`dmftsolve.thresholds.weak_recovery`) is reported beside it.
+The threshold is located by :func:`search_threshold` on a cached predicate
+(:class:`ThresholdPredicate`): a scan of a geometric grid of ``δ`` for the
+first change of "has such an outlier", then :func:`scipy.optimize.bisect` of
+that cell on the ±1 indicator; both ends of the final bracket are evaluated,
+so the answer is verified to lie inside it. ``δ_alg``
+(:mod:`dmftsolve.thresholds.weak_recovery`) is reported beside it.
 
 Each evaluation samples the law of ``D`` by Monte Carlo, so one search's
 bracket is one draw: ``ThresholdSettings(replicates=R)`` repeats the search
 with ``R`` DMFT seeds and reports the mean and its standard error
-(``Threshold.stderr``); the long-time rule is then applied to the means.
+(``Threshold.stderr``); the long-time rule is then applied to the means. The
+replicate searches run side by side, their evaluations spread over
+``settings.workers`` processes (default: the available cores); the result is
+identical to the serial run with the same seeds.
 """
 
 from __future__ import annotations
 
+import os
+import sys
+import threading
 import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import numpy as np
 from scipy.optimize import bisect
 
+from dmftsolve._blas import blas_threads
 from dmftsolve.dynamics.dmft import solve_dmft
 from dmftsolve.dynamics.fixed_point import FixedPointSettings, solve_fixed_point
+from dmftsolve.hessian.law import Law
 from dmftsolve.hessian.outlier_equation import Outliers, outliers
 from dmftsolve.hessian.spectrum import TAIL_INDEX_THRESHOLD, tail_index
 from dmftsolve.problem import Problem, check_delta
-from dmftsolve.results import ResultBase, SolverError, Status
+from dmftsolve.results import Result, SolverError, Status
 from dmftsolve.thresholds.directions import DirectionSplit, split_directions
 from dmftsolve.thresholds.weak_recovery import alg_threshold
 
-__all__ = ["ThresholdSettings", "HardSpectrum", "Threshold", "hard_spectrum", "delta_nn", "restricted"]
+__all__ = ["ThresholdSettings", "HardSpectrum", "Threshold", "hard_spectra", "hard_spectrum", "delta_nn",
+           "restricted", "ThresholdPredicate", "SearchOutcome", "search_threshold", "combine_replicates",
+           "available_cores"]
 
+
+def available_cores() -> int:
+    """Cores this process may run on (``os.sched_getaffinity``; ``os.cpu_count`` elsewhere)."""
+    try:
+        return max(len(os.sched_getaffinity(0)), 1)
+    except AttributeError:  # not on Linux
+        return max(os.cpu_count() or 1, 1)
 
 
 @dataclass(frozen=True)
@@ -66,7 +93,11 @@ class ThresholdSettings:
     grid : int
         Points of the initial geometric grid over ``bracket``.
     xtol : float
-        Width of the final bracket in ``δ``.
+        Width of the final bracket in ``δ``. With replicates there is no
+        point in a bracket much narrower than the replicate standard error:
+        the seed-to-seed spread dominates (for ``y = z²`` at ``10⁴`` paths it
+        is about 2 in ``δ``, a standard error of about 1.1 over 3 seeds), and
+        each halving of the bracket costs one DMFT run per seed and time.
     n_paths, seed : int
         Monte Carlo paths and seed of each DMFT run (finite ``t``).
     long_time : int
@@ -78,11 +109,11 @@ class ThresholdSettings:
         by a few per cent at ``10⁴`` paths).
     tails : {"sample", "strict"}
         What to do when the law of ``D`` at a finite step looks unbounded below
-        (square loss with unbounded ``y``, THEORY.md §3): ``"strict"`` fails
-        (the bulk has no finite left edge), ``"sample"`` (default) uses the
+        (square loss with unbounded ``y``, ``docs/theory.md`` §3.5): ``"strict"``
+        fails (the bulk has no finite left edge), ``"sample"`` (default) uses the
         law of the ``n_paths`` Monte Carlo samples as it is, whose edge is that
         of a system with about ``n_paths`` samples, and reports the tail index
-        in the diagnostics and the message.
+        in the diagnostics and a warning.
     fixed_point : FixedPointSettings or None
         Settings of the fixed point (``t = ∞``); default by width: the global
         proximal branch for ``m = 1``, Newton otherwise.
@@ -93,6 +124,10 @@ class ThresholdSettings:
         Monte Carlo error of the threshold, which the bisection bracket of a
         single seed does not show (for ``y = z²`` at ``10⁴`` paths the seed
         spread is about 1.5 in ``δ`` against a bracket width of 0.15).
+    workers : int or None
+        Processes over which the replicates' evaluations are spread (default
+        None: the available cores, :func:`available_cores`); 1 runs everything
+        in this process. The result does not depend on it.
     """
 
     criterion: Literal["negative", "separated"] = "negative"
@@ -106,40 +141,36 @@ class ThresholdSettings:
     tails: Literal["sample", "strict"] = "sample"
     fixed_point: FixedPointSettings | None = None
     replicates: int = 1
+    workers: int | None = None
 
     def __post_init__(self) -> None:
-        def integer(name: str, minimum: int) -> None:
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < minimum:
-                raise ValueError(f"{name} must be an integer >= {minimum}, got {v!r:.80}")
-
-        def real(name: str, positive: bool) -> None:
-            v = getattr(self, name)
-            if (isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating))
-                    or not np.isfinite(v) or (v <= 0 if positive else v < 0)):
-                raise ValueError(f"{name} must be a finite number {'>' if positive else '>='} 0, "
-                                 f"got {v!r:.80}")
-
         if self.criterion not in ("negative", "separated"):
-            raise ValueError(f"criterion must be 'negative' or 'separated', got {self.criterion!r:.80}")
-        if isinstance(self.bracket, (str, bytes)) or not hasattr(self.bracket, "__len__") \
-                or len(self.bracket) != 2:
-            raise ValueError(f"bracket must be a pair (low, high), got {self.bracket!r:.80}")
+            raise ValueError(f"criterion must be 'negative' or 'separated', got {self.criterion!r}")
         lo, hi = (check_delta(v) for v in self.bracket)
         if not lo < hi:
-            raise ValueError(f"bracket must be (low, high) with low < high, got {self.bracket!r:.80}")
-        integer("grid", 2)
-        real("xtol", positive=True)
-        integer("n_paths", 100)
-        integer("seed", 0)
-        integer("long_time", 2)
-        real("time_rtol", positive=False)
+            raise ValueError(f"bracket must be (low, high) with low < high, got {self.bracket!r}")
+        if self.grid < 2:
+            raise ValueError(f"grid must be >= 2, got {self.grid!r}")
+        if not self.xtol > 0:
+            raise ValueError(f"xtol must be > 0, got {self.xtol!r}")
+        if isinstance(self.long_time, bool) or not isinstance(self.long_time, int) or self.long_time < 2:
+            raise ValueError(f"long_time must be an integer >= 2, got {self.long_time!r}")
+        if not self.time_rtol >= 0:
+            raise ValueError(f"time_rtol must be >= 0, got {self.time_rtol!r}")
         if self.tails not in ("sample", "strict"):
-            raise ValueError(f"tails must be 'sample' or 'strict', got {self.tails!r:.80}")
-        if self.fixed_point is not None and not isinstance(self.fixed_point, FixedPointSettings):
-            raise ValueError(f"fixed_point must be a FixedPointSettings or None, got "
-                             f"{self.fixed_point!r:.80}")
-        integer("replicates", 1)
+            raise ValueError(f"tails must be 'sample' or 'strict', got {self.tails!r}")
+        if self.n_paths < 100:
+            raise ValueError(f"n_paths must be >= 100, got {self.n_paths!r}")
+        if isinstance(self.replicates, bool) or not isinstance(self.replicates, int) or self.replicates < 1:
+            raise ValueError(f"replicates must be an integer >= 1, got {self.replicates!r}")
+        w = self.workers
+        if w is not None and (isinstance(w, bool) or not isinstance(w, int) or w < 1):
+            raise ValueError(f"workers must be an integer >= 1 or None, got {w!r}")
+
+    @property
+    def n_workers(self) -> int:
+        """``workers``, or the available cores when None."""
+        return available_cores() if self.workers is None else self.workers
 
     def fixed_point_settings(self, m: int) -> FixedPointSettings:
         if self.fixed_point is not None:
@@ -173,19 +204,24 @@ def restricted(problem: Problem, split: DirectionSplit | None = None) -> tuple[P
 Time = int | Literal["tti"]
 
 
-@dataclass(repr=False)
-class HardSpectrum(ResultBase):
-    """Bulk edge and hard-direction outliers of the Hessian at one ``(δ, t)``."""
+@dataclass(frozen=True, kw_only=True, repr=False, eq=False)
+class HardSpectrum(Result):
+    """Bulk edge and hard-direction outliers of the Hessian at one ``(δ, t)``.
+
+    ``law`` is the law of the training fields the spectrum was computed from
+    (kept only when asked, :func:`hard_spectra`); ``M``, ``Q``, ``b`` are the
+    DMFT overlaps ``M_t``, Gram ``Q(t,t)`` and bias ``b_t`` at that step
+    (fixed point: its ``M``, ``Q`` and no bias).
+    """
 
     delta: float
     t: Time
     outliers: Outliers
     hard: tuple[int, ...]
-    status: Status = Status.SUCCESS
-    message: str = ""
-    settings: dict[str, Any] = field(default_factory=dict)
-    diagnostics: dict[str, Any] = field(default_factory=dict)
-    elapsed: float = 0.0
+    law: Law | None = field(default=None, repr=False)
+    M: np.ndarray | None = None
+    Q: np.ndarray | None = None
+    b: np.ndarray | None = None
 
     @property
     def left_edge(self) -> float | None:
@@ -201,6 +237,7 @@ class HardSpectrum(ResultBase):
         out = super().to_dict()
         out["outliers"] = [o.to_dict() for o in self.outliers.outliers]
         out["left_edge"] = self.left_edge
+        out["law"] = None if self.law is None else self.law.summary()
         return out
 
 
@@ -212,54 +249,110 @@ def _check_time(t: Any) -> Time:
     return int(t)
 
 
-def _spectra(problem: Problem, delta: float, times: tuple[Time, ...], settings: ThresholdSettings,
-             split: DirectionSplit | None) -> dict[Time, HardSpectrum]:
-    """Hard spectra of the restricted problem at ``δ`` for each of ``times`` (one DMFT run)."""
+@dataclass(frozen=True)
+class _LawAt:
+    """The law at one time and where it came from (the input of one hard spectrum)."""
+
+    law: Law | None
+    status: Status
+    message: str
+    unbounded_below: bool | None
+    diagnostics: dict[str, Any]
+    M: np.ndarray | None = None
+    Q: np.ndarray | None = None
+    b: np.ndarray | None = None
+
+
+def _fixed_point_law(prob: Problem, delta: float, settings: ThresholdSettings) -> _LawAt:
+    fp = solve_fixed_point(prob, delta, settings=settings.fixed_point_settings(prob.m), throw=False)
+    # 1 + κD > 0 on every node: the law of D is bounded below
+    return _LawAt(law=fp.law() if fp.ok else None, status=fp.status, message=fp.message,
+                  unbounded_below=False, diagnostics={"fixed_point": fp.to_dict()}, M=fp.M, Q=fp.Q)
+
+
+def _dmft_laws(prob: Problem, delta: float, steps: list[int],
+               settings: ThresholdSettings) -> dict[Time, _LawAt]:
+    # error bars and test loss of the DMFT are not used here: cheap batch errors, no test loss
+    res = solve_dmft(prob, delta, n_paths=settings.n_paths, seed=settings.seed, steps=max(steps),
+                     keep_samples_at=tuple(steps), throw=False, errors="batch", test_loss="none")
+    out: dict[Time, _LawAt] = {}
+    for t in steps:
+        diag: dict[str, Any] = {"dmft_train_loss": float(res.train_loss[t])}
+        law = res.law(t) if res.ok else None
+        if law is not None:
+            eig_min = np.linalg.eigvalsh(law.D)[:, 0]
+            diag["tail_index_below"] = tail_index(-eig_min)
+            diag["tail_unbounded"] = bool(diag["tail_index_below"] > TAIL_INDEX_THRESHOLD)
+        out[t] = _LawAt(law=law, status=res.status, message=res.message,
+                        unbounded_below=None if settings.tails == "strict" else False, diagnostics=diag,
+                        M=res.M[t].copy(), Q=res.Q[t, t].copy(), b=res.b[t].copy() if prob.bias else None)
+    return out
+
+
+def hard_spectra(
+    problem: Problem,
+    delta: float,
+    times: tuple[Time, ...],
+    *,
+    settings: ThresholdSettings | None = None,
+    split: DirectionSplit | None = None,
+    keep_law: bool = False,
+) -> dict[Time, HardSpectrum]:
+    """Hard spectra of the restricted problem at ``δ`` for each of ``times`` (one DMFT run serves all).
+
+    Parameters
+    ----------
+    problem : Problem
+        The learning problem; its hard directions are held at zero overlap.
+    delta : float
+    times : tuple of (int or "tti")
+        GD steps (law from the DMFT paths) and/or ``"tti"`` (fixed point).
+    settings : ThresholdSettings, optional
+        ``n_paths``, ``seed``, ``tails`` and ``fixed_point`` are used.
+    split : DirectionSplit, optional
+        The easy/hard split (computed from the target if not given).
+    keep_law : bool
+        Keep the law in :attr:`HardSpectrum.law` (default False: the search
+        only needs the outliers).
+
+    Returns
+    -------
+    dict
+        ``{t: HardSpectrum}``; a failed DMFT or fixed point gives a failure status, not an exception.
+    """
     start = time.perf_counter()
+    delta = check_delta(delta)
+    settings = settings or ThresholdSettings()
+    times = tuple(_check_time(t) for t in times)
     prob, hard = restricted(problem, split)
-    lam = prob.training.lam
-    laws: dict[Time, tuple[Any, ...]] = {}
-    steps = [t for t in times if t != "tti"]
+    laws: dict[Time, _LawAt] = {}
     if "tti" in times:
-        fp = solve_fixed_point(prob, delta, settings=settings.fixed_point_settings(prob.m), throw=False)
-        s = fp.samples()
-        # 1 + κD > 0 on every node: the law of D is bounded below
-        laws["tti"] = (s["D"], s["Vstar"][:, list(hard)], s["weights"], False, fp.status, fp.message,
-                       {"fixed_point": fp.to_dict()})
+        laws["tti"] = _fixed_point_law(prob, delta, settings)
+    steps = [t for t in times if t != "tti"]
     if steps:
-        # error bars of the observables are not used here: cheap batch errors
-        res = solve_dmft(prob, delta, n_paths=settings.n_paths, seed=settings.seed, steps=max(steps),
-                         keep_samples_at=tuple(steps), throw=False, errors="batch")
-        for t in steps:
-            if res.ok:
-                s = res.samples(t)
-                unbounded = None if settings.tails == "strict" else False
-                law = (s["D"], s["Vstar"][:, list(hard)], None, unbounded)
-            else:
-                law = (np.zeros((0, prob.m, prob.m)), np.zeros((0, len(hard))), None, None)
-            diag = {"dmft_train_loss": float(res.train_loss[t])}
-            if res.ok:
-                eig_min = np.linalg.eigvalsh(law[0])[:, 0]
-                diag["tail_index_below"] = tail_index(-eig_min)
-                diag["tail_unbounded"] = bool(diag["tail_index_below"] > TAIL_INDEX_THRESHOLD)
-            laws[t] = (*law, res.status, res.message, diag)
+        laws |= _dmft_laws(prob, delta, steps, settings)
     out: dict[Time, HardSpectrum] = {}
-    for t, (D, z, w, unbounded, status, message, diag) in laws.items():
-        if status.ok:
-            o = outliers(D, z, delta, lam=lam, weights=w, unbounded_below=unbounded, throw=False)
+    for t, src in laws.items():
+        status, message, warnings = src.status, src.message, []
+        if status.ok and src.law is not None:
+            o = outliers(src.law, src.law.Vstar[:, list(hard)], delta, lam=prob.training.lam,
+                         unbounded_below=src.unbounded_below, throw=False)
+            warnings = list(o.warnings)
             if not o.ok:
                 status, message = o.status, o.message
-            elif diag.get("tail_unbounded"):
-                message = ("the law of D looks unbounded below (tail index "
-                           f"{diag['tail_index_below']:.2f}); edge and outliers are those of the "
-                           f"{settings.n_paths}-sample law")
+            elif src.diagnostics.get("tail_unbounded"):
+                warnings.append("the law of D looks unbounded below (tail index "
+                                f"{src.diagnostics['tail_index_below']:.2f}); edge and outliers are those "
+                                f"of the {settings.n_paths}-sample law")
         else:
-            o = Outliers(outliers=[], left_edge=None, right_edge=None, status=status, message=message)
+            o = Outliers(outliers=[], left_edge=None, right_edge=None, status=status, message=message,
+                         settings={}, diagnostics={}, elapsed=0.0)
         out[t] = HardSpectrum(
-            delta=delta, t=t, outliers=o, hard=hard, status=status, message=message,
+            delta=delta, t=t, outliers=o, hard=hard, status=status, message=message, warnings=warnings,
+            law=src.law if keep_law else None, M=src.M, Q=src.Q, b=src.b,
             settings={"problem": prob.to_dict(), "delta": delta, "t": t, "n_paths": settings.n_paths,
                       "seed": settings.seed},
-            diagnostics=diag, elapsed=time.perf_counter() - start,
+            diagnostics=src.diagnostics, elapsed=time.perf_counter() - start,
         )
     return out
 
@@ -270,9 +363,10 @@ def hard_spectrum(
     t: Time,
     *,
     settings: ThresholdSettings | None = None,
+    keep_law: bool = True,
     throw: bool = True,
 ) -> HardSpectrum:
-    """Hard-direction outliers of the restricted-dynamics Hessian at step ``t``.
+    """Hard-direction outliers of the restricted-dynamics Hessian at step ``t`` (:func:`hard_spectra`).
 
     Parameters
     ----------
@@ -281,19 +375,22 @@ def hard_spectrum(
     t : int or "tti"
         GD step (law of ``D`` from the DMFT) or ``"tti"`` (fixed point).
     settings : ThresholdSettings, optional
+    keep_law : bool
+        Return the law too (:attr:`HardSpectrum.law`, default True), e.g. for
+        the bulk spectrum and the outliers along the learned directions.
     throw : bool
         Raise :class:`SolverError` on failure (default True).
     """
     delta = check_delta(delta)
     t = _check_time(t)
-    result = _spectra(problem, delta, (t,), settings or ThresholdSettings(), None)[t]
+    result = hard_spectra(problem, delta, (t,), settings=settings, keep_law=keep_law)[t]
     if throw and not result.ok:
         raise SolverError(f"hard spectrum at delta={delta}, t={t}: {result.message}", result)
     return result
 
 
-@dataclass(repr=False)
-class Threshold(ResultBase):
+@dataclass(frozen=True, kw_only=True, repr=False, eq=False)
+class Threshold(Result):
     """``δ_NN`` with its verified bracket, ``δ_alg`` beside it, and every evaluation.
 
     For the long-time rule (``t=None``), ``brackets`` holds the bracket at
@@ -302,6 +399,8 @@ class Threshold(ResultBase):
     replicates' bracket midpoints, ``stderr`` its standard error, ``bracket``
     the hull of the replicates' verified brackets and ``replicates`` lists
     each seed's search; with one replicate ``stderr`` is ``None`` (unknown).
+    Caveats (a law of ``D`` unbounded below, an outlier below the bracket)
+    are in ``warnings``, prefixed by the seed they belong to.
     """
 
     delta_nn: float | None
@@ -313,113 +412,192 @@ class Threshold(ResultBase):
     stderr: float | None = None
     replicates: list[dict[str, Any]] = field(default_factory=list)
     brackets: dict[str, Any] = field(default_factory=dict)
-    status: Status = Status.SUCCESS
-    message: str = ""
-    settings: dict[str, Any] = field(default_factory=dict)
-    diagnostics: dict[str, Any] = field(default_factory=dict)
-    elapsed: float = 0.0
 
 
-def _search(has: Any, settings: ThresholdSettings) -> tuple[Status, str, tuple[float, float] | None]:
-    """Ascending grid scan to the first δ with an outlier, then bisection of that cell."""
+class SearchOutcome(NamedTuple):
+    """Result of one :func:`search_threshold`: status, message and the verified bracket (or None)."""
+
+    status: Status
+    message: str
+    bracket: tuple[float, float] | None
+
+
+def search_threshold(has: ThresholdPredicate, settings: ThresholdSettings) -> SearchOutcome:
+    """Ascending grid scan to the first δ with an outlier, then bisection of that cell.
+
+    Parameters
+    ----------
+    has : ThresholdPredicate
+        ``δ ↦ bool`` with a ``cache`` of the ``δ`` evaluated.
+    settings : ThresholdSettings
+        ``bracket``, ``grid`` and ``xtol`` are used.
+    """
     lo, hi = settings.bracket
     grid = [float(x) for x in np.geomspace(lo, hi, settings.grid)]
     if has(grid[0]):
-        return Status.NO_ROOT, f"an outlier exists already at δ={lo}: δ_NN is below the bracket", None
+        return SearchOutcome(Status.NO_ROOT,
+                             f"an outlier exists already at δ={lo}: δ_NN is below the bracket", None)
     prev = grid[0]
     for x in grid[1:]:
         if has(x):
             break
         prev = x
     else:
-        return Status.NO_ROOT, f"no hard outlier up to δ={hi}: δ_NN is above the bracket", None
+        return SearchOutcome(Status.NO_ROOT, f"no hard outlier up to δ={hi}: δ_NN is above the bracket", None)
     a, b = prev, x
     bisect(lambda v: 1.0 if has(v) else -1.0, a, b, xtol=settings.xtol, disp=False)
     seen = [(v, has(v)) for v in has.cache if a <= v <= b]
     below = max(v for v, f in seen if not f)
     above = min(v for v, f in seen if f and v > below)
-    return Status.SUCCESS, f"δ_NN in [{below:.5g}, {above:.5g}]", (below, above)
+    return SearchOutcome(Status.SUCCESS, f"δ_NN in [{below:.5g}, {above:.5g}]", (below, above))
 
 
-class _Predicate:
-    """Cached ``δ ↦ has outlier at time t``; one DMFT run serves every time requested."""
+Evaluate = Callable[[Problem, float, tuple[Time, ...], ThresholdSettings, DirectionSplit],
+                    dict[Time, HardSpectrum]]
+
+
+def _evaluate_here(problem: Problem, delta: float, times: tuple[Time, ...], settings: ThresholdSettings,
+                   split: DirectionSplit) -> dict[Time, HardSpectrum]:
+    """One evaluation in this process, on one BLAS thread (as in the worker processes)."""
+    with blas_threads(1):
+        return hard_spectra(problem, delta, times, settings=settings, split=split)
+
+
+class ThresholdPredicate:
+    """Cached ``δ ↦ has outlier at time t``; one DMFT run serves every time requested.
+
+    Parameters
+    ----------
+    problem : Problem
+    times : tuple
+        Times evaluated together at each ``δ`` (:func:`hard_spectra`).
+    settings : ThresholdSettings
+    split : DirectionSplit
+    progress : bool
+        One line per evaluation on stderr.
+    evaluate : callable, optional
+        ``(problem, delta, times, settings, split) -> {t: HardSpectrum}``
+        (default: in this process); :func:`delta_nn` passes one that runs in a
+        process pool.
+
+    Attributes
+    ----------
+    t : int or "tti"
+        The time the predicate answers for (the last of ``times`` at first).
+    spectra : dict
+        ``{δ: {t: HardSpectrum}}`` of every evaluation.
+    """
 
     def __init__(self, problem: Problem, times: tuple[Time, ...], settings: ThresholdSettings,
-                 split: DirectionSplit, progress: bool) -> None:
-        self.problem, self.times, self.settings, self.split = problem, times, settings, split
+                 split: DirectionSplit, progress: bool = False, evaluate: Evaluate | None = None) -> None:
+        self.problem, self.times, self.settings, self.split = problem, tuple(times), settings, split
         self.progress = progress
+        self.evaluate = evaluate or _evaluate_here
         self.spectra: dict[float, dict[Time, HardSpectrum]] = {}
-        self.t: Time = times[-1]
+        self.t: Time = self.times[-1]
 
     @property
     def cache(self) -> list[float]:
         return sorted(self.spectra)
 
     def __call__(self, delta: float) -> bool:
-        import sys
-
         if delta not in self.spectra:
-            sp = _spectra(self.problem, delta, self.times, self.settings, self.split)
+            sp = self.evaluate(self.problem, delta, self.times, self.settings, self.split)
             self.spectra[delta] = sp
             if self.progress:
                 for t, hs in sp.items():
                     locs = ", ".join(f"{o.location:.4g}" for o in hs.outliers.outliers) or "none"
                     edge = "none" if hs.left_edge is None else f"{hs.left_edge:.4g}"
-                    print(f"  δ={delta:.5g} t={t}: outliers [{locs}], left edge {edge}, "
-                          f"{hs.status.value} ({hs.elapsed:.1f}s)", file=sys.stderr, flush=True)
+                    print(f"  seed {self.settings.seed} δ={delta:.5g} t={t}: outliers [{locs}], left edge "
+                          f"{edge}, {hs.status.value} ({hs.elapsed:.1f}s)", file=sys.stderr, flush=True)
         hs = self.spectra[delta][self.t]
         if not hs.ok:
             raise SolverError(f"evaluation at delta={delta}, t={self.t} failed: {hs.message}", hs)
         return hs.has_outlier(self.settings.criterion)
 
 
+@dataclass(frozen=True)
+class _Replicate:
+    """One threshold search (one DMFT seed)."""
+
+    seed: int
+    status: Status
+    message: str
+    bracket: tuple[float, float] | None
+    brackets: dict[str, Any]
+    warnings: list[str]
+    predicate: ThresholdPredicate
+
+    def record(self) -> dict[str, Any]:
+        return {"seed": self.seed, "status": self.status.value, "message": self.message,
+                "bracket": self.bracket, "brackets": self.brackets, "warnings": self.warnings}
+
+
+def _time_rule(t: Time | None, times: tuple[Time, ...], settings: ThresholdSettings, status: Status,
+               bracket: tuple[float, float] | None, brackets: dict[str, Any]) -> tuple[Status, str]:
+    """The long-time rule of one seed: brackets at ``T/2`` and ``T`` within the slack."""
+    if t is not None or not status.ok or bracket is None:
+        return status, ""
+    half = brackets[str(times[0])]["bracket"]
+    slack = max(settings.xtol, settings.time_rtol * bracket[1])
+    if half is None or half[0] > bracket[1] + slack or half[1] < bracket[0] - slack:
+        return Status.NOT_CONVERGED, f"; not converged in time: at T/2={times[0]} the bracket is {half}"
+    return status, f"; converged in time: at T/2={times[0]} the bracket is [{half[0]:.5g}, {half[1]:.5g}]"
+
+
+def _search_warnings(pred: ThresholdPredicate, bracket: tuple[float, float], settings: ThresholdSettings
+                     ) -> list[str]:
+    final = pred.times[-1]
+    spectra = [(d, pred.spectra[d][final]) for d in pred.cache]
+    early = [d for d, hs in spectra if d < bracket[0] and hs.ok and hs.has_outlier(settings.criterion)]
+    tails = [d for d, hs in spectra if hs.diagnostics.get("tail_unbounded")]
+    out = []
+    if tails:
+        out.append(f"the law of D looks unbounded below at t={final} (at {len(tails)} of {len(spectra)} δ): "
+                   f"the bulk then has no finite left edge, and this δ_NN is that of the "
+                   f"{settings.n_paths}-sample law, which moves with n_paths like a finite-d threshold")
+    if early:
+        out.append(f"not monotone in δ, an outlier also at δ={', '.join(f'{v:.4g}' for v in early)} "
+                   "(Monte Carlo noise of the sampled law of D: more paths narrow it)")
+    return out
+
+
 def _search_once(problem: Problem, t: Time | None, times: tuple[Time, ...], settings: ThresholdSettings,
-                 split: DirectionSplit, progress: bool
-                 ) -> tuple[Status, str, tuple[float, float] | None, dict[str, Any], _Predicate]:
-    """One threshold search (one DMFT seed): status, message, bracket, per-time brackets."""
-    pred = _Predicate(problem, times, settings, split, progress)
+                 split: DirectionSplit, progress: bool, evaluate: Evaluate | None = None) -> _Replicate:
+    """One threshold search (one DMFT seed), at every time of ``times`` (the last first)."""
+    pred = ThresholdPredicate(problem, times, settings, split, progress, evaluate)
     brackets: dict[str, Any] = {}
-    status, message, bracket = Status.SUCCESS, "", None
+    status, message, bracket, warnings = Status.SUCCESS, "", None, []
     try:
         for tt in reversed(times):  # the last time first: it is the answer
             pred.t = tt
-            st, msg, br = _search(pred, settings)
+            st, msg, br = search_threshold(pred, settings)
             brackets[str(tt)] = {"status": st.value, "message": msg, "bracket": br}
             if tt == times[-1]:
                 status, message, bracket = st, msg, br
             if not st.ok:
                 break
-        if t is None and status.ok:
-            half = brackets[str(times[0])]["bracket"]
-            slack = max(settings.xtol, settings.time_rtol * bracket[1])
-            if half is None or half[0] > bracket[1] + slack or half[1] < bracket[0] - slack:
-                status = Status.NOT_CONVERGED
-                message += f"; not converged in time: at T/2={times[0]} the bracket is {half}"
-            else:
-                message += (f"; converged in time: at T/2={times[0]} the bracket is "
-                            f"[{half[0]:.5g}, {half[1]:.5g}]")
+        status, extra = _time_rule(t, times, settings, status, bracket, brackets)
+        message += extra
         if bracket is not None:
-            final = times[-1]
-            early = [d for d in pred.cache if d < bracket[0] and pred.spectra[d][final].ok
-                     and pred.spectra[d][final].has_outlier(settings.criterion)]
-            tails = [d for d in pred.cache if pred.spectra[d][final].diagnostics.get("tail_unbounded")]
-            if tails:
-                message += (f"; warning: the law of D looks unbounded below at t={final} (at "
-                            f"{len(tails)} of {len(pred.cache)} δ): the bulk then has no finite left edge, "
-                            f"and this δ_NN is that of the {settings.n_paths}-sample law, which moves "
-                            "with n_paths like a finite-d threshold")
-            if early:
-                message += (f"; warning: not monotone in δ, an outlier also at δ="
-                            f"{', '.join(f'{v:.4g}' for v in early)} (Monte Carlo noise of the sampled "
-                            "law of D: more paths narrow it)")
+            warnings = _search_warnings(pred, bracket, settings)
     except SolverError as exc:
         status, message = Status.FAILED, str(exc)
-    return status, message, bracket, brackets, pred
+    return _Replicate(settings.seed, status, message, bracket, brackets, warnings, pred)
 
 
-def _combine_replicates(replicates: list[dict[str, Any]], times: tuple[Time, ...], t: Time | None,
-                        settings: ThresholdSettings
-                        ) -> tuple[Status, str, float | None, float | None, tuple[float, float] | None]:
+class Combined(NamedTuple):
+    """Replicates combined: status, message, mean, standard error and the hull of the brackets."""
+
+    status: Status
+    message: str
+    mean: float | None
+    stderr: float | None
+    hull: tuple[float, float] | None
+
+
+def combine_replicates(replicates: list[dict[str, Any]], times: tuple[Time, ...], t: Time | None,
+                       settings: ThresholdSettings) -> Combined:
     """Mean and standard error over replicate searches; the long-time rule on the means.
 
     A replicate's own time rule compares two single-seed brackets and fails on Monte Carlo noise
@@ -430,8 +608,8 @@ def _combine_replicates(replicates: list[dict[str, Any]], times: tuple[Time, ...
     allowed = {Status.SUCCESS.value} | ({Status.NOT_CONVERGED.value} if t is None else set())
     bad = [r for r in replicates if r["bracket"] is None or r["status"] not in allowed]
     if bad:
-        return (Status(bad[0]["status"]), f"replicate with seed {bad[0]['seed']}: {bad[0]['message']}",
-                None, None, None)
+        return Combined(Status(bad[0]["status"]),
+                        f"replicate with seed {bad[0]['seed']}: {bad[0]['message']}", None, None, None)
 
     def mean_se(brs: list[tuple[float, float]]) -> tuple[float, float]:
         mids = np.array([0.5 * (a + b) for a, b in brs])
@@ -457,7 +635,55 @@ def _combine_replicates(replicates: list[dict[str, Any]], times: tuple[Time, ...
             message += (f"; long-time rule {'met' if ok else 'NOT met'}: δ_NN(T/2={times[0]}) = "
                         f"{mh:.5g} ± {seh:.2g} vs δ_NN(T={times[1]}) = {mean:.5g} ± {se:.2g} "
                         f"(tolerance {tol:.3g})")
-    return status, message, mean, se, hull
+    return Combined(status, message, mean, se, hull)
+
+
+def _init_worker() -> None:
+    """Worker processes: one BLAS thread each (the evaluations are small and many)."""
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(limits=1)
+
+
+def _ready() -> int:
+    return os.getpid()
+
+
+@contextmanager
+def _evaluations(workers: int) -> Iterator[Evaluate | None]:
+    """An ``evaluate`` that runs in a pool of ``workers`` processes (None: in this process)."""
+    if workers <= 1:
+        yield None
+        return
+    import multiprocessing as mp
+
+    ctx = mp.get_context("fork") if "fork" in mp.get_all_start_methods() else None
+    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_init_worker) as pool:
+        # start every worker now, while this process has a single thread (fork safety)
+        [f.result() for f in [pool.submit(_ready) for _ in range(workers)]]
+        lock = threading.Lock()
+
+        def evaluate(problem: Problem, delta: float, times: tuple[Time, ...], settings: ThresholdSettings,
+                     split: DirectionSplit) -> dict[Time, HardSpectrum]:
+            with lock:
+                fut = pool.submit(hard_spectra, problem, delta, times, settings=settings, split=split)
+            return fut.result()
+
+        yield evaluate
+
+
+def _run_replicates(problem: Problem, t: Time | None, times: tuple[Time, ...], settings: ThresholdSettings,
+                    split: DirectionSplit, progress: bool, n_rep: int) -> list[_Replicate]:
+    """The replicate searches (seeds ``seed + j``), side by side over ``settings.n_workers`` processes."""
+    seeds = [replace(settings, seed=settings.seed + j) for j in range(n_rep)]
+    workers = min(settings.n_workers, n_rep)
+    with _evaluations(workers) as evaluate:
+        if evaluate is None:
+            return [_search_once(problem, t, times, s, split, progress) for s in seeds]
+        with ThreadPoolExecutor(max_workers=n_rep) as searches:
+            futures = [searches.submit(_search_once, problem, t, times, s, split, progress, evaluate)
+                       for s in seeds]
+            return [f.result() for f in futures]
 
 
 def delta_nn(
@@ -501,23 +727,23 @@ def delta_nn(
     else:
         times = (_check_time(t),)
     n_rep = 1 if times == ("tti",) else settings.replicates
-    runs = [_search_once(problem, t, times, replace(settings, seed=settings.seed + j), split, progress)
-            for j in range(n_rep)]
-    status, message, bracket, brackets, _ = runs[0]
+    runs = _run_replicates(problem, t, times, settings, split, progress, n_rep)
+    first = runs[0]
     evaluations = [
-        {"seed": settings.seed + j, "delta": d, "t": tt,
+        {"seed": run.seed, "delta": d, "t": tt,
          "has_outlier": hs.has_outlier(settings.criterion) if hs.ok else None,
          "outliers": [o.to_dict() for o in hs.outliers.outliers], "left_edge": hs.left_edge,
          "status": hs.status.value, "elapsed": hs.elapsed}
-        for j, run in enumerate(runs) for d in run[4].cache for tt, hs in run[4].spectra[d].items()
+        for run in runs for d in run.predicate.cache for tt, hs in run.predicate.spectra[d].items()
     ]
-    replicates = [{"seed": settings.seed + j, "status": st.value, "message": msg, "bracket": br,
-                   "brackets": brs} for j, (st, msg, br, brs, _) in enumerate(runs)]
-    delta_mid: float | None = None if bracket is None else 0.5 * (bracket[0] + bracket[1])
+    replicates = [run.record() for run in runs]
+    status, message, bracket = first.status, first.message, first.bracket
+    delta_mid = None if bracket is None else 0.5 * (bracket[0] + bracket[1])
     stderr: float | None = None
     if n_rep > 1:
-        status, message, delta_mid, stderr, bracket = _combine_replicates(replicates, times, t, settings)
-        message += f"; first replicate: {runs[0][1]}"
+        status, message, delta_mid, stderr, bracket = combine_replicates(replicates, times, t, settings)
+        message += f"; first replicate: {first.message}"
+    warnings = [f"seed {run.seed}: {w}" if n_rep > 1 else w for run in runs for w in run.warnings]
     try:
         alg = alg_threshold(problem.target, throw=False)
         d_alg = alg.delta_alg if alg.ok else None
@@ -525,10 +751,11 @@ def delta_nn(
         d_alg = None
     result = Threshold(
         delta_nn=delta_mid, bracket=bracket, t=t, stderr=stderr, replicates=replicates,
-        delta_alg=d_alg, hard=hard, evaluations=evaluations, brackets=brackets,
-        status=status, message=message,
+        delta_alg=d_alg, hard=hard, evaluations=evaluations, brackets=first.brackets,
+        status=status, message=message, warnings=warnings,
         settings={"problem": problem.to_dict(), "t": t,
                   **{k: v for k, v in vars(replace(settings)).items() if k != "fixed_point"},
+                  "workers": settings.n_workers,
                   "fixed_point": vars(settings.fixed_point_settings(problem.m))},
         diagnostics={"split": split.to_dict(), "evaluations": len(evaluations)},
         elapsed=time.perf_counter() - start,
