@@ -258,7 +258,7 @@ def expect(
     max_points: int = 2**22,
     n_samples: int = 2**16,
     n_scrambles: int = 16,
-    rng: Any = None,
+    rng: SeedLike = None,
     throw: bool = True,
 ) -> Expectation:
     """Compute ``E[func(G)]`` for ``G ~ N(mean, cov)``.
@@ -287,7 +287,7 @@ def expect(
         each rounded up to a power of two) and ``mc``.
     n_scrambles : int
         Independent Sobol scramblings for the ``qmc`` standard error (>= 2).
-    rng : None, int or numpy.random.Generator
+    rng : int, SeedSequence, Generator or None
         Source of randomness for ``qmc`` and ``mc``.
     throw : bool
         Raise :class:`~dmftsolve.results.SolverError` if the status is not

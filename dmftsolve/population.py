@@ -25,6 +25,7 @@ import numpy as np
 
 from dmftsolve.gaussian import Expectation, expect
 from dmftsolve.problem import Problem
+from dmftsolve.seeds import SeedLike
 
 __all__ = ["population_loss"]
 
@@ -65,7 +66,7 @@ def population_loss(
     rtol: float = 1e-10,
     atol: float = 1e-12,
     n_samples: int = 2**16,
-    rng: Any = None,
+    rng: SeedLike = None,
     throw: bool = True,
 ) -> Expectation:
     """Test loss ``E[loss(y, Σ_j a_j σ(V_j))]`` at overlaps ``M``, orthogonal Gram ``Q`` and bias ``b``.
@@ -90,7 +91,7 @@ def population_loss(
         Quadrature tolerances.
     n_samples : int
         Points for ``qmc``/``mc``.
-    rng : None, int or numpy.random.Generator
+    rng : int, SeedSequence, Generator or None
         Randomness for ``qmc``/``mc``.
     throw : bool
         Raise :class:`~dmftsolve.results.SolverError` on failure (default).

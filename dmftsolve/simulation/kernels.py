@@ -357,15 +357,8 @@ def hessian_operator(
     return spla.LinearOperator((d * m, d * m), matvec=matvec, rmatvec=matvec, dtype=np.float64)
 
 
-def dense_hessian_matrix(
-    problem: Problem,
-    X: np.ndarray,
-    y: np.ndarray,
-    W: np.ndarray,
-    *,
-    b: np.ndarray | None = None,
-    block_rows: int | None = None,
-) -> np.ndarray:
+def dense_hessian_matrix(problem: Problem, X: np.ndarray, y: np.ndarray, W: np.ndarray, *,
+                         b: np.ndarray | None = None, block_rows: int | None = None) -> np.ndarray:
     """The dense ``(d·m) × (d·m)`` Hessian (same flattening as :func:`hessian_operator`).
 
     With a bias ``b`` (required when ``problem.bias``, refused otherwise),
