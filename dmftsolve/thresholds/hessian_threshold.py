@@ -144,28 +144,40 @@ class ThresholdSettings:
     workers: int | None = None
 
     def __post_init__(self) -> None:
+        def integer(name: str, minimum: int) -> None:
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < minimum:
+                raise ValueError(f"{name} must be an integer >= {minimum}, got {v!r:.80}")
+
+        def real(name: str, positive: bool) -> None:
+            v = getattr(self, name)
+            if (isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating))
+                    or not np.isfinite(v) or (v <= 0 if positive else v < 0)):
+                raise ValueError(f"{name} must be a finite number {'>' if positive else '>='} 0, "
+                                 f"got {v!r:.80}")
+
         if self.criterion not in ("negative", "separated"):
-            raise ValueError(f"criterion must be 'negative' or 'separated', got {self.criterion!r}")
+            raise ValueError(f"criterion must be 'negative' or 'separated', got {self.criterion!r:.80}")
+        if isinstance(self.bracket, (str, bytes)) or not hasattr(self.bracket, "__len__") \
+                or len(self.bracket) != 2:
+            raise ValueError(f"bracket must be a pair (low, high), got {self.bracket!r:.80}")
         lo, hi = (check_delta(v) for v in self.bracket)
         if not lo < hi:
-            raise ValueError(f"bracket must be (low, high) with low < high, got {self.bracket!r}")
-        if self.grid < 2:
-            raise ValueError(f"grid must be >= 2, got {self.grid!r}")
-        if not self.xtol > 0:
-            raise ValueError(f"xtol must be > 0, got {self.xtol!r}")
-        if isinstance(self.long_time, bool) or not isinstance(self.long_time, int) or self.long_time < 2:
-            raise ValueError(f"long_time must be an integer >= 2, got {self.long_time!r}")
-        if not self.time_rtol >= 0:
-            raise ValueError(f"time_rtol must be >= 0, got {self.time_rtol!r}")
+            raise ValueError(f"bracket must be (low, high) with low < high, got {self.bracket!r:.80}")
+        integer("grid", 2)
+        real("xtol", positive=True)
+        integer("n_paths", 100)
+        integer("seed", 0)
+        integer("long_time", 2)
+        real("time_rtol", positive=False)
         if self.tails not in ("sample", "strict"):
-            raise ValueError(f"tails must be 'sample' or 'strict', got {self.tails!r}")
-        if self.n_paths < 100:
-            raise ValueError(f"n_paths must be >= 100, got {self.n_paths!r}")
-        if isinstance(self.replicates, bool) or not isinstance(self.replicates, int) or self.replicates < 1:
-            raise ValueError(f"replicates must be an integer >= 1, got {self.replicates!r}")
-        w = self.workers
-        if w is not None and (isinstance(w, bool) or not isinstance(w, int) or w < 1):
-            raise ValueError(f"workers must be an integer >= 1 or None, got {w!r}")
+            raise ValueError(f"tails must be 'sample' or 'strict', got {self.tails!r:.80}")
+        if self.fixed_point is not None and not isinstance(self.fixed_point, FixedPointSettings):
+            raise ValueError(f"fixed_point must be a FixedPointSettings or None, got "
+                             f"{self.fixed_point!r:.80}")
+        integer("replicates", 1)
+        if self.workers is not None:
+            integer("workers", 1)
 
     @property
     def n_workers(self) -> int:
