@@ -90,10 +90,16 @@ def build_parser() -> argparse.ArgumentParser:
             continue
         module.register(sub)
     parser.commands = list(sub.choices)  # type: ignore[attr-defined]
+    parser.command_parsers = dict(sub.choices)  # type: ignore[attr-defined]
     for p in sub.choices.values():
         p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
                        help="on an error, show the full traceback instead of one line")
     return parser
+
+
+def _text(exc: BaseException, limit: int = 240) -> str:
+    """``str(exc)`` on one line, cut to ``limit`` characters (so a hint after it survives)."""
+    return one_line(str(exc), limit)
 
 
 def _classify(exc: BaseException) -> tuple[int, str]:
@@ -111,27 +117,27 @@ def _classify(exc: BaseException) -> tuple[int, str]:
     if isinstance(exc, KeyboardInterrupt):
         return 130, "interrupted"
     if isinstance(exc, MemoryError):
-        return 1, f"out of memory: {exc or 'allocation failed'}; use fewer paths, steps or samples"
+        return 1, f"out of memory: {_text(exc) or 'allocation failed'}; use fewer paths, steps or samples"
     if isinstance(exc, RecursionError):
         return 2, ("input too deeply nested (recursion limit reached); "
                    "simplify the expression")
     if isinstance(exc, (OverflowError, FloatingPointError, ZeroDivisionError)):
-        return 1, f"numerical failure ({type(exc).__name__}): {exc}; try a smaller step size --eta"
+        return 1, f"numerical failure ({type(exc).__name__}): {_text(exc)}; try a smaller step size --eta"
     try:
         from numpy.linalg import LinAlgError
     except ImportError:  # pragma: no cover
         LinAlgError = ()  # type: ignore[assignment,misc]  # noqa: N806
     if isinstance(exc, LinAlgError):
-        return 1, f"linear algebra failure: {exc}"
+        return 1, f"linear algebra failure: {_text(exc)}"
     if isinstance(exc, ValueError):  # bad input, checked by the library
         return 2, str(exc)
     from concurrent.futures.process import BrokenProcessPool
 
     if isinstance(exc, BrokenProcessPool):
-        return 1, f"a worker process died ({exc}); out of memory? try --workers 1"
+        return 1, f"a worker process died ({_text(exc)}); out of memory? try --workers 1"
     if isinstance(exc, OSError):
-        return 1, f"{type(exc).__name__}: {exc}"
-    return 1, (f"internal error ({type(exc).__name__}: {exc}); "
+        return 1, f"{type(exc).__name__}: {_text(exc)}"
+    return 1, (f"internal error ({type(exc).__name__}: {_text(exc)}); "
                "re-run with --debug for the traceback and report it")
 
 
@@ -151,7 +157,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     command = "?"
     try:
         parser = build_parser()
-        args = parser.parse_args(argv)
+        args, extras = parser.parse_known_args(argv)
+        if extras:  # reported by the command's own parser, so the line names the command
+            getattr(parser, "command_parsers", {}).get(args.command, parser).error(
+                f"unrecognized arguments: {' '.join(extras)}")
         debug = bool(getattr(args, "debug", False))
         if args.command is None:
             names = ", ".join(parser.commands)  # type: ignore[attr-defined]

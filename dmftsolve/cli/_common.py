@@ -181,15 +181,16 @@ def format_table(headers: list[str], rows: list[list[Any]], floatfmt: str = ".4g
 # ---------------------------------------------------------------------- checks before work
 
 
-def check_output_path(path: str | None, option: str = "--plot") -> None:
+def check_output_path(path: str | None, option: str = "--plot") -> str | None:
     """Refuse (``ValueError``, exit 2) an output file that cannot be written, before any work.
 
-    Checks that matplotlib is importable, that the path is not a directory, that its
-    directory exists and is writable, that an existing file is writable, and that the
-    extension (if any) is a format matplotlib writes.
+    Checks that matplotlib is importable, that the extension (if any) is a format
+    matplotlib writes, and that the file can be opened for writing (a file this check
+    creates is removed again). Returns the path matplotlib will write: without an
+    extension it appends ``.png``.
     """
     if path is None:
-        return
+        return None
     if not path or "\x00" in path:
         raise ValueError(f"{option}: not a valid file name: {clip(path)}")
     try:
@@ -200,17 +201,29 @@ def check_output_path(path: str | None, option: str = "--plot") -> None:
     p = Path(path).expanduser()
     if p.is_dir():
         raise ValueError(f"{option}: {clip(path)} is a directory, not a file")
-    parent = p.parent if str(p.parent) else Path(".")
-    if not parent.is_dir():
-        raise ValueError(f"{option}: directory {clip(str(parent))} does not exist")
-    if not os.access(parent, os.W_OK | os.X_OK) or (p.exists() and not os.access(p, os.W_OK)):
-        raise ValueError(f"{option}: {clip(path)} is not writable")
     suffix = p.suffix.lower().lstrip(".")
     formats = {"png", "pdf", "svg", "svgz", "eps", "ps", "jpg", "jpeg", "tif", "tiff", "webp",
                "pgf", "raw", "rgba"}
     if suffix and suffix not in formats:
         raise ValueError(f"{option}: unknown figure format {clip(suffix)} (use one of "
                          f"{', '.join(sorted(formats))})")
+    if not suffix:
+        p = p.with_name(p.name + ".png")
+    if p.is_dir():
+        raise ValueError(f"{option}: {clip(str(p))} is a directory, not a file")
+    parent = p.parent if str(p.parent) else Path(".")
+    if not parent.is_dir():
+        raise ValueError(f"{option}: directory {clip(str(parent))} does not exist")
+    existed = p.exists()
+    try:
+        with open(p, "ab"):
+            pass
+    except OSError as exc:
+        raise ValueError(f"{option}: cannot write {clip(str(p))}: {exc.strerror or exc}") from None
+    finally:
+        if not existed and p.exists():
+            p.unlink()
+    return str(p)
 
 
 def add_progress_argument(group: Any, help_extra: str = "") -> None:

@@ -64,6 +64,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
+def _pm(value: float, err: float, fmt: str = ".4g") -> str:
+    """``value ± err``; ``non-finite`` instead of NaN/inf, no ``± nan`` for an unknown error."""
+    if not np.isfinite(value):
+        return "non-finite"
+    return format(value, fmt) + (f" ± {err:.2g}" if np.isfinite(err) else "")
+
+
 def run(args: argparse.Namespace) -> int:
     from dmftsolve.dynamics.dmft import solve_dmft
 
@@ -100,9 +107,10 @@ def run(args: argparse.Namespace) -> int:
             q = res.q_diag[t]
             qs = f"{q[0, 0]:.4g}" if q.shape[0] == 1 else "diag " + ", ".join(
                 f"{v:.3g}" for v in np.diag(q))
-            rows.append([int(t), f"{res.train_loss[t]:.4g} ± {res.train_loss_err[t]:.2g}",
-                         f"{res.test_loss[t]:.4g} ± {res.test_loss_err[t]:.2g}",
-                         f"{res.cosine[t]:.4f} ± {res.cosine_err[t]:.2g}", qs])
+            rows.append([int(t), _pm(res.train_loss[t], res.train_loss_err[t]),
+                         _pm(res.test_loss[t], res.test_loss_err[t]),
+                         _pm(res.cosine[t], res.cosine_err[t], ".4f"),
+                         qs if np.isfinite(q).all() else "non-finite"])
             if problem.bias:
                 rows[-1].append(", ".join(f"{v:.4g}" for v in res.b[t]))
         head = (f"DMFT {problem.describe()}, δ={args.delta:g}, N={res.settings['n_paths']}, "

@@ -29,6 +29,7 @@ from dmftsolve.cli._common import (
     positive_int,
     problem_from_args,
     want_progress,
+    warn,
 )
 
 #: Defaults of the headline job (85 s of CPU over two worker processes, measured).
@@ -181,6 +182,9 @@ def _plot(path: str, result: Any, threshold: float) -> None:
 def _trajectory_rows(run: Any, count: int = 11) -> list[list[Any]]:
     idx = np.unique(np.linspace(0, len(run.steps) - 1, count).round().astype(int))
     cos, cse = run.mean("cosine"), run.stderr("cosine")
+    if run.trials < 2:  # no standard error from one trial: leave the column empty, not NaN
+        return [[int(run.steps[i]), float(cos[i]), None, float(run.mean("train_loss")[i]),
+                 float(run.mean("test_loss")[i]), float(run.mean("grad_norm")[i])] for i in idx]
     tr, te = run.mean("train_loss"), run.mean("test_loss")
     gn = run.mean("grad_norm")
     return [[int(run.steps[i]), float(cos[i]), float(cse[i]), float(tr[i]), float(te[i]),
@@ -203,7 +207,7 @@ def run(args: argparse.Namespace) -> int:
     from dmftsolve.simulation.sweeps import sweep
 
     problem = problem_from_args(args)
-    check_output_path(args.plot)
+    plot_path = check_output_path(args.plot)
     if not args.delta:
         raise ValueError("--delta needs at least one value")
     for v in args.delta:
@@ -234,8 +238,13 @@ def run(args: argparse.Namespace) -> int:
             f"δ={d:g}: {c}/{args.trials}" for d, c in zip(args.delta, nonfinite, strict=False)) + ")")
         first = result.message.split("; ")[0]
         raise CommandError(f"{result.status.value}: {first}{counts}; GD diverged: try a smaller --eta")
-    if args.plot:
-        _plot(args.plot, result, args.success_threshold)
+    for r in result.runs:  # finite but exploding: say so (exit 0: the numbers are what GD did)
+        tr = r.mean("train_loss")
+        if np.isfinite(tr).all() and tr[-1] > 1e6 * max(tr[0], 1e-12):
+            warn(args, f"at δ={r.settings['delta']:g} the train loss grew from {tr[0]:.3g} to "
+                       f"{tr[-1]:.3g}: GD is diverging; try a smaller --eta")
+    if plot_path:
+        _plot(plot_path, result, args.success_threshold)
 
     trajectories = []
     for r in result.runs:
@@ -274,8 +283,8 @@ def run(args: argparse.Namespace) -> int:
         if not result.ok:
             lines += ["", f"warning: {result.status.value}: {result.message}"]
         lines.append(f"\nelapsed {result.elapsed:.1f} s")
-        if args.plot:
-            lines.append(f"figure written to {args.plot}")
+        if plot_path:
+            lines.append(f"figure written to {plot_path}")
         return "\n".join(lines)
 
     emit(args, payload, table)

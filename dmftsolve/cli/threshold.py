@@ -166,8 +166,14 @@ def _notes(res: Any) -> list[str]:
         lines = _split(combined)
         seed = res.replicates[0]["seed"]
         lines += [f"seed {seed}: {p}" for p in _split(first) if p.startswith("warning")]
-        return lines
-    return _split(message)
+    else:
+        lines = _split(message)
+    for w in getattr(res, "warnings", None) or ():
+        w = _tidy(str(w))
+        w = w if w.startswith("warning") else f"warning: {w}"
+        if w not in lines:
+            lines.append(w)
+    return lines
 
 
 def _bracket(br: Any) -> str:
