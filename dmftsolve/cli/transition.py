@@ -96,8 +96,10 @@ def run(args: argparse.Namespace) -> int:
 
     from dmftsolve.thresholds.transition import TransitionSettings, probit_fit, transition
 
-    if args.plot is not None and not args.plot.parent.exists():
-        raise ValueError(f"--plot: directory {str(args.plot.parent)!r} does not exist")
+    if args.plot is not None:  # shared check (cli/_common): directory, writability, format
+        from dmftsolve.cli._common import check_output_path
+
+        args.plot = Path(check_output_path(str(args.plot)))
     sim = _load_sim(args.sim)
     problem = problem_from_args(args)
     s = TransitionSettings(draws=args.draws, seed=args.seed, noise=not args.no_noise)
