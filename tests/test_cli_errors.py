@@ -148,6 +148,14 @@ CASES = [
     ),
     ("dmft-hostile-activation", ["dmft", "--delta", "2", "--activation", "r.__class__"], 2, "activation"),
     ("simulate-long-text-value", ["simulate", "--delta", "x" * 20000], 2, "--delta"),
+    # --- transition (helper D's command)
+    ("transition-d-0", ["transition", "--d", "0"], 2, "--d must be >= 1"),
+    ("transition-plot-unwritable", ["transition", "--d", "100", "--delta", "5,6", "--draws", "2",
+                                    "--plot", "/proc/version"], 2, "cannot write"),
+    ("transition-huge-steps", ["transition", "--d", "100", "--delta", "5,6", "--draws", "2",
+                               "--steps", "100000"], 2, "GiB"),
+    ("transition-diverges", ["transition", "--d", "100", "--delta", "5,6", "--draws", "2", "--steps", "20",
+                             "--activation", "quad", "--eta", "100"], 1, "failed"),
     # --- no command, unknown command
     ("no-command", [], 2, "no command given"),
     ("unknown-command", ["frobnicate"], 2, "invalid choice"),

@@ -86,7 +86,8 @@ class Row:
 TINY = {
     "simulate": ("--d", "20", "--delta", "2", "--trials", "1", "--steps", "10", "--workers", "1"),
     "dmft": ("--delta", "2", "--steps", "4", "--paths", "400", "--batches", "2"),
-    "spectrum": ("--delta", "3", "--t", "0", "--paths", "2000"),
+    "spectrum": ("--delta", "3", "--paths", "2000"),
+    "transition": ("--d", "100", "--delta", "5,6", "--draws", "2", "--steps", "20"),
     "threshold": (
         "--target",
         "Min(z**2, 3)",
@@ -538,6 +539,26 @@ def _cases() -> list[Case]:
         ("sign(z1*z2*z3) (infinite)", "sign(z1*z2*z3)"),
     ]:
         c.append(_cli(g, "ok", label, "ok", "--target", t, fast=False))
+    # --- transition (helper D's command)
+    g = "transition"
+    for opt, vals in {"--d": ["0", "-1", "abc"], "--draws": ["0", "abc"], "--seed": ["abc"],
+                      "--delta": ["-1", "0", "nan", "abc", ""]}.items():
+        for v in vals:
+            kind = ("zero" if v == "0" else "negative" if v.startswith("-") else "nan/inf" if v == "nan"
+                    else "wrong type")
+            c.append(_cli(g, kind, f"{opt} {v!r}", "input", f"{opt}={v}"))
+    c.append(_cli(g, "huge", "--d 100000000", "input", "--d", "100000000"))
+    c.append(_cli(g, "huge", "--steps 100000 (834 GiB)", "input", "--steps", "100000"))
+    c.append(_cli(g, "bad path", "--plot /nonexistent/dir/f.png", "input", "--plot",
+                  "/nonexistent/dir/f.png"))
+    c.append(_cli(g, "bad path", "--plot /proc/version (not writable)", "input", "--plot", "/proc/version"))
+    c.append(_cli(g, "bad path", "--sim /nonexistent.json", "input", "--sim", "/nonexistent.json"))
+    c.append(_cli(g, "wrong type", "--sim <not JSON>", "input", "--sim", "/etc/hostname"))
+    for label, s in HOSTILE[:3]:
+        c.append(_cli(g, "hostile", f"--target {label}", "input", "--target", s))
+    c.append(_cli(g, "diverging", "--activation quad --eta 100", "solver", "--activation", "quad", "--eta",
+                  "100", fast=False))
+    c.append(_cli(g, "ok", "tiny curve", "ok", fast=False))
     # --- global
     c.append(_cli("global", "missing", "no command", "input"))
     c.append(_cli("global", "unknown command", "frobnicate", "input", "frobnicate"))
@@ -887,9 +908,12 @@ def write_table(rows: list[Row], path: Path, elapsed: float) -> str:
         r for r in rows if r.observed != r.case.expect and r.observed in ("ok", "input", "solver")
     ]
     groups = Counter(r.case.group for r in rows)
-    commit = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT
-    ).stdout.strip()
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                            cwd=ROOT).stdout.strip()
+    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True,
+                           text=True, cwd=ROOT).stdout.strip()
+    if dirty:
+        commit += " (plus uncommitted changes in the working tree)"
     lines = [
         "# Bad inputs: every case run, its class and what it printed",
         "",
