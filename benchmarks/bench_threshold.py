@@ -1,4 +1,18 @@
-"""Benchmark: ``dmftsolve threshold`` end to end against the simulator's cost of the same search.
+"""Benchmark: the speed of ``dmftsolve threshold`` (issue 10), and its cost against the simulator's.
+
+Speed ratios (``--speed``, the default; each baseline in the same process, same seeds):
+
+a. bisection tolerance: the README main job (GeLU, ``y = z²``, η = 0.5, long-time rule
+   T = 200, 10⁴ paths, 3 replicates) with ``xtol = 0.25`` (the old CLI default) against
+   ``xtol = 1.0`` (about the replicate standard error, 1.1), both serial (``workers=1``):
+   DMFT evaluations, CPU time and wall time, and both answers;
+b. replicates over the cores: the same search with ``xtol = 1.0``, ``workers=1`` against
+   ``workers=None`` (the available cores), wall time; the answers must be identical.
+
+The machine load (``os.getloadavg``) is printed beside each timing: on a shared machine
+the process-pool ratio is bounded by the idle cores.
+
+Cost against the simulator (``--simulator``):
 
 1. Runs ``dmftsolve threshold`` as a subprocess (GeLU neuron on ``y = z²``,
    η = 0.5, ``--t 20``, 4000 paths, bracket 2..40, grid 6, xtol 0.5) and times
@@ -22,12 +36,15 @@ quantities (the DMFT gives δ_NN(t) at d = ∞; the simulator a finite-d,
 finite-time success transition; see ``docs/findings.md``); the comparison
 is of cost only.
 
-Run: ``python benchmarks/bench_threshold.py [--json]`` (about 2 min).
+Run: ``python benchmarks/bench_threshold.py [--speed] [--simulator] [--json]`` (speed: about
+4 min on 2 idle cores; simulator: about 2 min).
 """
 
 from __future__ import annotations
 
 import json
+import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -37,6 +54,9 @@ import numpy as np
 
 from dmftsolve import Problem
 from dmftsolve.simulation.simulator import simulate
+from dmftsolve.thresholds.hessian_threshold import ThresholdSettings, delta_nn
+
+MAIN = {"bracket": (2.0, 40.0), "grid": 6, "n_paths": 10_000, "seed": 0, "long_time": 200, "replicates": 3}
 
 CLI = ["threshold", "--activation", "gelu", "--eta", "0.5", "--t", "20", "--paths", "4000",
        "--bracket", "2,40", "--grid", "6", "--xtol", "0.5", "--replicates", "1", "--json", "--no-progress"]
@@ -73,8 +93,65 @@ def time_per_step(d: int) -> float:
     return best / steps
 
 
+def _cpu() -> float:
+    """CPU seconds of this process and its finished children."""
+    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def _main_job(**changes) -> dict:
+    """The README main job through the library, with ``changes`` to its settings."""
+    problem = Problem.build(target="z**2", activation="gelu", eta=0.5)
+    settings = ThresholdSettings(**(MAIN | changes))
+    load, cpu, wall = os.getloadavg()[0], _cpu(), time.perf_counter()
+    res = delta_nn(problem, None, settings=settings, throw=False)
+    return {"settings": changes, "wall_s": time.perf_counter() - wall, "cpu_s": _cpu() - cpu,
+            "load_before": load, "load_after": os.getloadavg()[0], "delta_nn": res.delta_nn,
+            "stderr": res.stderr, "status": res.status.value, "evaluations": len(res.evaluations),
+            "dmft_runs": len({(e["seed"], e["delta"]) for e in res.evaluations}),
+            "brackets": [r["bracket"] for r in res.replicates]}
+
+
+def speed() -> dict:
+    """Ratios (a) xtol 0.25 -> 1.0 and (b) serial -> process pool, baseline first, same seeds."""
+    fine = _main_job(xtol=0.25, workers=1)
+    coarse = _main_job(xtol=1.0, workers=1)
+    pooled = _main_job(xtol=1.0, workers=None)
+    same = (pooled["delta_nn"], pooled["stderr"], pooled["brackets"]) == \
+        (coarse["delta_nn"], coarse["stderr"], coarse["brackets"])
+    return {"xtol_0.25_serial": fine, "xtol_1_serial": coarse, "xtol_1_pool": pooled,
+            "ratio_xtol_wall": fine["wall_s"] / coarse["wall_s"],
+            "ratio_xtol_cpu": fine["cpu_s"] / coarse["cpu_s"],
+            "ratio_xtol_dmft_runs": fine["dmft_runs"] / coarse["dmft_runs"],
+            "ratio_pool_wall": coarse["wall_s"] / pooled["wall_s"], "pool_answer_identical": same,
+            "ratio_both_wall": fine["wall_s"] / pooled["wall_s"]}
+
+
 def main() -> None:
     as_json = "--json" in sys.argv
+    report = {}
+    if "--simulator" not in sys.argv or "--speed" in sys.argv:
+        report["speed"] = speed()
+        if not as_json:
+            sp = report["speed"]
+            for key in ("xtol_0.25_serial", "xtol_1_serial", "xtol_1_pool"):
+                r = sp[key]
+                print(f"{key:17s}: wall {r['wall_s']:6.1f} s, cpu {r['cpu_s']:6.1f} s, "
+                      f"{r['dmft_runs']} DMFT runs, "
+                      f"delta_nn {r['delta_nn']:.4g} ± {r['stderr']:.2g} ({r['status']}), "
+                      f"load {r['load_before']:.1f}->{r['load_after']:.1f}", flush=True)
+            print(f"ratio xtol 0.25 -> 1.0: wall {sp['ratio_xtol_wall']:.2f}x, "
+                  f"cpu {sp['ratio_xtol_cpu']:.2f}x, "
+                  f"DMFT runs {sp['ratio_xtol_dmft_runs']:.2f}x")
+            print(f"ratio serial -> pool: wall {sp['ratio_pool_wall']:.2f}x (answer identical: "
+                  f"{sp['pool_answer_identical']}); both: {sp['ratio_both_wall']:.2f}x")
+    if "--simulator" in sys.argv:
+        report["simulator"] = simulator_comparison(as_json)
+    if as_json:
+        print(json.dumps(report, indent=1))
+
+
+def simulator_comparison(as_json: bool) -> dict:
     wall, th = run_cli()
     evaluated = sorted({float(e["delta"]) for e in th.get("evaluations", [])})
     per_step = {d: time_per_step(d) for d in DS}
@@ -96,8 +173,7 @@ def main() -> None:
         "ratio_single_d": single / wall if wall > 0 else None,
     }
     if as_json:
-        print(json.dumps(report, indent=1))
-        return
+        return report
     print(f"dmftsolve threshold ({' '.join(CLI[1:])}):")
     print(f"  wall {wall:.1f} s, status {th.get('status')}, bracket {th.get('bracket')}, "
           f"{len(evaluated)} δ points")
@@ -107,6 +183,7 @@ def main() -> None:
           f"d in {DS}: {full:.0f} s  -> ratio {report['ratio_full']:.0f}x")
     print(f"lower bound, d={DS[0]} only, 10 trials: {single:.0f} s  -> ratio "
           f"{report['ratio_single_d']:.1f}x")
+    return report
 
 
 if __name__ == "__main__":

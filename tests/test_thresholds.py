@@ -97,8 +97,21 @@ def test_parallel_replicates_equal_the_serial_run() -> None:
         return [{k: v for k, v in e.items() if k != "elapsed"} for e in res.evaluations]
 
     assert numbers(pooled) == numbers(serial)
-    with pytest.raises(ValueError, match="workers must be an integer >= 1 or None, got 0"):
+    with pytest.raises(ValueError, match="workers must be an integer >= 1, got 0"):
         ThresholdSettings(workers=0)
+
+
+def test_shorter_horizon_gives_the_same_law_at_earlier_times() -> None:
+    """The long-time rule evaluates a δ first needed at T/2 with a DMFT run to T/2 only: the
+    paths up to a step do not depend on the horizon, so the spectrum there is the same."""
+    from dmftsolve.thresholds.hessian_threshold import hard_spectra
+
+    p = Problem.build(target="z**2", activation="gelu", eta=0.5)
+    s = ThresholdSettings(n_paths=2000, seed=4)
+    both = hard_spectra(p, 21.0, (10, 20), settings=s, keep_law=True)[10]
+    short = hard_spectra(p, 21.0, (10,), settings=s, keep_law=True)[10]
+    np.testing.assert_array_equal(both.law.D, short.law.D)
+    assert both.left_edge == short.left_edge and both.outliers.outliers == short.outliers.outliers
 
 
 def test_long_time_rule_on_replicate_means() -> None:

@@ -497,7 +497,8 @@ class ThresholdPredicate:
     t : int or "tti"
         The time the predicate answers for (the last of ``times`` at first).
     spectra : dict
-        ``{δ: {t: HardSpectrum}}`` of every evaluation.
+        ``{δ: {t: HardSpectrum}}`` of every evaluation. A ``δ`` first asked for
+        at an earlier time ``t`` is evaluated at the times up to ``t`` only.
     """
 
     def __init__(self, problem: Problem, times: tuple[Time, ...], settings: ThresholdSettings,
@@ -513,9 +514,13 @@ class ThresholdPredicate:
         return sorted(self.spectra)
 
     def __call__(self, delta: float) -> bool:
-        if delta not in self.spectra:
-            sp = self.evaluate(self.problem, delta, self.times, self.settings, self.split)
-            self.spectra[delta] = sp
+        known = self.spectra.get(delta, {})
+        if self.t not in known:
+            # the times up to t: the searches go from the last time back, so a δ first needed
+            # at an earlier time runs a shorter DMFT (the paths up to t do not depend on the horizon)
+            needed = self.times[: self.times.index(self.t) + 1]
+            sp = self.evaluate(self.problem, delta, needed, self.settings, self.split)
+            self.spectra[delta] = known | sp
             if self.progress:
                 for t, hs in sp.items():
                     locs = ", ".join(f"{o.location:.4g}" for o in hs.outliers.outliers) or "none"
@@ -560,7 +565,7 @@ def _time_rule(t: Time | None, times: tuple[Time, ...], settings: ThresholdSetti
 def _search_warnings(pred: ThresholdPredicate, bracket: tuple[float, float], settings: ThresholdSettings
                      ) -> list[str]:
     final = pred.times[-1]
-    spectra = [(d, pred.spectra[d][final]) for d in pred.cache]
+    spectra = [(d, pred.spectra[d][final]) for d in pred.cache if final in pred.spectra[d]]
     early = [d for d, hs in spectra if d < bracket[0] and hs.ok and hs.has_outlier(settings.criterion)]
     tails = [d for d, hs in spectra if hs.diagnostics.get("tail_unbounded")]
     out = []
