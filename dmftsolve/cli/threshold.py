@@ -112,8 +112,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="range of delta searched, 'low,high' (default: 2,40)")
     g.add_argument("--grid", type=positive_int("--grid", 1000), default=6,
                    help="initial grid points, >= 2 (default: %(default)s)")
-    g.add_argument("--xtol", type=finite_float, default=0.25,
-                   help="width of the final bracket in delta (default: %(default)s)")
+    g.add_argument("--xtol", type=finite_float, default=1.0,
+                   help="width of the final bracket in delta, about the replicate standard error "
+                        "at the defaults (1.1): narrower costs a DMFT run per halving and seed "
+                        "(default: %(default)s)")
     g.add_argument("--paths", type=positive_int("--paths", 10**8), default=10_000,
                    help="Monte Carlo paths per DMFT run (default: %(default)s)")
     g.add_argument("--seed", type=int, default=0,
