@@ -32,7 +32,7 @@ from dmftsolve.cli._common import (
     warn,
 )
 
-#: Defaults of the headline job (85 s of CPU over two worker processes, measured).
+#: Defaults of the headline job (85–96 s of CPU over two worker processes, measured).
 DEFAULTS: dict[str, Any] = {
     "target": "z**2", "activation": "gelu", "eta": 0.2, "steps": 2000,
     "d": 300, "delta": [4.0, 8.0, 12.0, 16.0], "trials": 10, "record_every": 10,
@@ -55,9 +55,10 @@ eigenvalues (Lanczos) with their eigenvectors' squared overlap with the hard
 subspace.
 
 Default job: a GeLU single neuron on y = z**2 (the paper's headline case),
-d = 300, η = 0.2, 2000 steps, δ = 4, 8, 12, 16, 10 trials each: 85 s of CPU
-spread over two worker processes (measured; 188 s wall on a loaded shared
-2-core machine, about half the CPU time on two free cores).
+d = 300, η = 0.2, 2000 steps, δ = 4, 8, 12, 16, 10 trials each: 85–96 s of
+CPU spread over two worker processes (measured twice on a shared 2-core
+machine under load 6–7, where it took 188 s and 261 s wall; on two free cores
+expect about half the CPU time).
 
 Before it starts, the run estimates its memory and time (one GD step costs
 about 1e-4 s + 1.5e-9 s·n·d·m of CPU here): it refuses a job that needs more
