@@ -58,8 +58,9 @@ def test_delta_nn_at_t0_matches_independent_quadrature() -> None:
 
 def test_replicates_give_mean_and_standard_error_of_independent_searches() -> None:
     """Three seeds: delta_nn is the mean of the three verified bracket midpoints, stderr their
-    standard error, and the independent quadrature reference lies within 4 standard errors
-    plus the bracket width (the search at 5000 paths has a seed spread of a few 1e-2)."""
+    standard error combined with the bisection resolution (w²/12 per midpoint), and the
+    independent quadrature reference lies within 4 standard errors plus the bracket width (the
+    search at 5000 paths has a seed spread of a few 1e-2)."""
     ref = _bbp_reference_t0()
     p = Problem.build(target="Min(z**2, 3)", activation="quad", eta=0.05)
     s = ThresholdSettings(bracket=(0.5, 4.0), grid=5, xtol=0.02, n_paths=5000, seed=7, replicates=3)
@@ -68,7 +69,9 @@ def test_replicates_give_mean_and_standard_error_of_independent_searches() -> No
     mids = [0.5 * (a + b) for a, b in (r["bracket"] for r in res.replicates)]
     assert len(set(mids)) > 1  # the seeds differ
     assert res.delta_nn == pytest.approx(np.mean(mids), rel=1e-12)
-    assert res.stderr == pytest.approx(np.std(mids, ddof=1) / np.sqrt(3), rel=1e-12)
+    widths = np.array([b - a for a, b in (r["bracket"] for r in res.replicates)])
+    resolution2 = np.mean(widths**2) / 12 / 3
+    assert res.stderr == pytest.approx(np.sqrt(np.var(mids, ddof=1) / 3 + resolution2), rel=1e-12)
     assert res.bracket == (min(r["bracket"][0] for r in res.replicates),
                            max(r["bracket"][1] for r in res.replicates))
     for r in res.replicates:  # every replicate's bracket is verified at both ends
@@ -126,7 +129,12 @@ def test_long_time_rule_on_replicate_means() -> None:
 
     # means 10 vs 10.1, standard errors ~0.6: within 2 combined standard errors
     st, msg, mean, se, _ = combine_replicates(reps([9, 10, 11], [9.1, 10.1, 11.1]), (100, 200), None, s)
-    assert st.value == "success" and mean == pytest.approx(10.0) and se == pytest.approx(1 / np.sqrt(3))
+    # spread 1/√3 and brackets 0.1 wide: resolution variance 0.1²/12/3
+    assert st.value == "success" and mean == pytest.approx(10.0)
+    assert se == pytest.approx(np.sqrt(1 / 3 + 0.01 / 36), rel=1e-9)
+    # replicates in one and the same bracket: the error is the bisection resolution, not 0
+    st, msg, mean, se, _ = combine_replicates(reps([10, 10, 10], [10, 10, 10]), (100, 200), None, s)
+    assert se == pytest.approx(0.1 / np.sqrt(36), rel=1e-9) and "resolution included" in msg
     # means 10 vs 14 with the same spread: far outside
     st, msg, *_ = combine_replicates(reps([9, 10, 11], [13, 14, 15]), (100, 200), None, s)
     assert st.value == "not_converged" and "NOT met" in msg
@@ -188,7 +196,8 @@ def test_threshold_cli_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert [r["seed"] for r in out["replicates"]] == [0, 1, 2]
     mids = [0.5 * (a + b) for a, b in (r["bracket"] for r in out["replicates"])]
     assert out["delta_nn"] == pytest.approx(np.mean(mids))
-    assert out["stderr"] == pytest.approx(np.std(mids, ddof=1) / np.sqrt(3))
+    widths = np.array([b - a for a, b in (r["bracket"] for r in out["replicates"])])
+    assert out["stderr"] == pytest.approx(np.sqrt(np.var(mids, ddof=1) / 3 + np.mean(widths**2) / 36))
     code = main(["threshold", "--target", "Min(z**2, 3)", "--activation", "quad", "--eta", "0.05",
                  "--t", "0", "--bracket", "1,3", "--grid", "3", "--xtol", "0.1", "--paths", "5000",
                  "--replicates", "1", "--json"])

@@ -617,6 +617,8 @@ def combine_replicates(replicates: list[dict[str, Any]], times: tuple[Time, ...]
                        settings: ThresholdSettings) -> Combined:
     """Mean and standard error over replicate searches; the long-time rule on the means.
 
+    The standard error is that of the bracket midpoints over the seeds combined with the
+    bisection resolution (each midpoint uniform within ±half its bracket: variance ``w²/12``).
     A replicate's own time rule compares two single-seed brackets and fails on Monte Carlo noise
     alone, so with replicates the rule is applied to the means: ``δ_NN(T/2)`` and ``δ_NN(T)``
     agree when they differ by at most ``max(xtol, time_rtol·δ_NN(T), 2·(combined standard
@@ -629,15 +631,21 @@ def combine_replicates(replicates: list[dict[str, Any]], times: tuple[Time, ...]
                         f"replicate with seed {bad[0]['seed']}: {bad[0]['message']}", None, None, None)
 
     def mean_se(brs: list[tuple[float, float]]) -> tuple[float, float]:
+        # the spread of the midpoints, and the bisection resolution: a midpoint is off by up to
+        # half its bracket, taken as uniform (variance w²/12); it keeps the error from reading 0
+        # when the replicates fall into the same bracket (a coarse xtol)
         mids = np.array([0.5 * (a + b) for a, b in brs])
-        return float(mids.mean()), float(mids.std(ddof=1) / np.sqrt(mids.size))
+        widths = np.array([b - a for a, b in brs])
+        spread = mids.std(ddof=1) / np.sqrt(mids.size)
+        return float(mids.mean()), float(np.hypot(spread, np.sqrt(np.mean(widths**2) / 12 / mids.size)))
 
     brs = [r["bracket"] for r in replicates]
     mean, se = mean_se(brs)
     hull = (min(a for a, _ in brs), max(b for _, b in brs))
     n = len(replicates)
     message = (f"δ_NN = {mean:.5g} ± {se:.2g} (mean ± standard error over {n} independent DMFT "
-               "seeds; replicate brackets " + ", ".join(f"[{a:.4g}, {b:.4g}]" for a, b in brs) + ")")
+               "seeds, bisection resolution included; replicate brackets "
+               + ", ".join(f"[{a:.4g}, {b:.4g}]" for a, b in brs) + ")")
     status = Status.SUCCESS
     if t is None:
         halves = [r["brackets"].get(str(times[0]), {}).get("bracket") for r in replicates]
