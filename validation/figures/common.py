@@ -1,0 +1,273 @@
+"""Shared plumbing of the figure scripts in ``validation/figures/`` (issue 11).
+
+Every figure script
+
+* takes the common options of :func:`base_parser` (``--quick``, ``--trials``, ``--ds``,
+  ``--deltas``, ``--workers``, ``--dask``, ``--out``, ``--replot``, ``--seed``);
+* caches each finished point as one JSON file ``<out>/cache/<figure>/<key>.json``, where
+  ``key`` is a hash of the point's full settings (:class:`PointCache`), so a figure is
+  redrawn from the cache with ``--replot`` without running anything, and an interrupted run
+  resumes where it stopped;
+* writes ``<out>/<figure>.json`` (settings, command, data) and ``<out>/<figure>.png`` whose
+  caption states the settings (:func:`write_outputs`);
+* sends its heavy sweeps through an executor (:func:`make_executor`): serial in this process
+  with ``--workers 1``, a :class:`~concurrent.futures.ProcessPoolExecutor` with more, or a
+  ``dask.distributed`` cluster with ``--dask ADDRESS``.
+
+The default output directory is ``validation/results/figures``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import hashlib
+import json
+import math
+import os
+import shlex
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Executor, ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from dmftsolve.results import jsonable
+
+__all__ = [
+    "DEFAULT_OUT",
+    "CacheMiss",
+    "PointCache",
+    "base_parser",
+    "float_list",
+    "int_list",
+    "make_executor",
+    "settings_key",
+    "command_line",
+    "write_outputs",
+    "caption_text",
+    "all_finite",
+]
+
+#: Default output directory of the figures (PNG, JSON and the point caches).
+DEFAULT_OUT = Path(__file__).resolve().parents[1] / "results" / "figures"
+
+
+class CacheMiss(RuntimeError):
+    """A point needed for ``--replot`` is not in the cache."""
+
+
+def float_list(text: str) -> list[float]:
+    """Parse ``"1,2.5,4"`` into floats (argparse ``type``); each must be finite and > 0."""
+    try:
+        vals = [float(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}") from None
+    if not vals or not all(math.isfinite(v) and v > 0 for v in vals):
+        raise argparse.ArgumentTypeError(f"expected positive finite numbers, got {text!r}")
+    return vals
+
+
+def int_list(text: str) -> list[int]:
+    """Parse ``"1000,2000"`` into integers >= 2 (argparse ``type``)."""
+    try:
+        vals = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+    if not vals or min(vals) < 2:
+        raise argparse.ArgumentTypeError(f"expected integers >= 2, got {text!r}")
+    return vals
+
+
+def _positive_int(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
+    return v
+
+
+def base_parser(description: str) -> argparse.ArgumentParser:
+    """An argument parser with the options every figure script takes.
+
+    ``--trials``, ``--ds`` and ``--deltas`` default to None: each script fills in its own
+    full-size (or ``--quick``) values.
+    """
+    p = argparse.ArgumentParser(description=description,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--quick", action="store_true",
+                   help="tiny configuration (seconds; used by tests/test_figures.py)")
+    p.add_argument("--trials", type=_positive_int, default=None, help="GD trials per point")
+    p.add_argument("--ds", type=int_list, default=None, help="input dimensions, comma-separated")
+    p.add_argument("--deltas", type=float_list, default=None, help="sample ratios δ, comma-separated")
+    p.add_argument("--workers", type=_positive_int, default=1,
+                   help="processes for the simulator jobs (1: serial in this process)")
+    p.add_argument("--dask", metavar="ADDRESS", default=None,
+                   help="run the jobs on the dask.distributed scheduler at ADDRESS instead")
+    p.add_argument("--out", type=Path, default=DEFAULT_OUT,
+                   help=f"output directory (default {DEFAULT_OUT})")
+    p.add_argument("--replot", action="store_true",
+                   help="redraw from the cache only; fail if a point is missing")
+    p.add_argument("--seed", type=int, default=0, help="root seed")
+    return p
+
+
+def settings_key(settings: dict[str, Any]) -> str:
+    """A 20-hex-digit hash of ``settings`` (canonical JSON, sorted keys)."""
+    text = json.dumps(jsonable(settings), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:20]
+
+
+class PointCache:
+    """One JSON file per finished point, keyed by the hash of its full settings.
+
+    Parameters
+    ----------
+    root : Path
+        The output directory; files go to ``root/cache/<figure>/``.
+    figure : str
+        Name of the figure (sub-directory).
+    replot : bool
+        With True, :meth:`get_or_compute` never computes: a missing point raises
+        :class:`CacheMiss`.
+    """
+
+    def __init__(self, root: Path, figure: str, *, replot: bool = False) -> None:
+        self.dir = Path(root) / "cache" / figure
+        self.replot = bool(replot)
+        self.hits = 0
+        self.computed = 0
+
+    def path(self, settings: dict[str, Any]) -> Path:
+        return self.dir / f"{settings_key(settings)}.json"
+
+    def get(self, settings: dict[str, Any]) -> Any | None:
+        """The cached value for ``settings``, or None."""
+        p = self.path(settings)
+        if not p.exists():
+            return None
+        with p.open() as fh:
+            rec = json.load(fh)
+        return rec["value"]
+
+    def put(self, settings: dict[str, Any], value: Any) -> Any:
+        """Store ``value`` (made JSON-ready) for ``settings``; return the stored form."""
+        self.dir.mkdir(parents=True, exist_ok=True)
+        rec = {"settings": jsonable(settings), "value": jsonable(value), "stored": time.time()}
+        p = self.path(settings)
+        tmp = p.with_suffix(".tmp")
+        with tmp.open("w") as fh:
+            json.dump(rec, fh, allow_nan=True)
+        os.replace(tmp, p)
+        return rec["value"]
+
+    def get_or_compute(self, settings: dict[str, Any], compute: Callable[..., Any], *args: Any,
+                       **kwargs: Any) -> Any:
+        """The cached value, or ``compute(*args, **kwargs)`` stored under ``settings``."""
+        hit = self.get(settings)
+        if hit is not None:
+            self.hits += 1
+            return hit
+        if self.replot:
+            raise CacheMiss(f"--replot: no cached point for {json.dumps(jsonable(settings))[:300]}")
+        self.computed += 1
+        return self.put(settings, compute(*args, **kwargs))
+
+
+@contextlib.contextmanager
+def make_executor(workers: int, dask_address: str | None = None) -> Iterator[Executor | None]:
+    """The executor for the simulator jobs: None (serial) for one worker, a process pool for
+    more, or ``distributed.Client(dask_address).get_executor()``.
+
+    Worker processes are started with one BLAS thread each (``OMP_NUM_THREADS`` etc. set
+    before the pool starts; the simulator also limits BLAS itself).
+    """
+    if dask_address:
+        from distributed import Client
+
+        client = Client(dask_address)
+        try:
+            yield client.get_executor()
+        finally:
+            client.close()
+        return
+    if workers <= 1:
+        yield None
+        return
+    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(var, "1")
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        yield pool
+
+
+def command_line(argv: Sequence[str] | None = None) -> str:
+    """The command that ran this script (``python validation/figures/x.py args``)."""
+    argv = sys.argv if argv is None else argv
+    script = Path(argv[0])
+    with contextlib.suppress(ValueError):
+        script = script.resolve().relative_to(Path(__file__).resolve().parents[2])
+    return " ".join(["python", shlex.quote(str(script)), *map(shlex.quote, argv[1:])])
+
+
+def caption_text(settings: dict[str, Any], width: int = 150) -> str:
+    """``key = value`` pairs of ``settings`` wrapped to ``width`` characters per line."""
+    parts = []
+    for k, v in settings.items():
+        if isinstance(v, float):
+            v = f"{v:g}"
+        elif isinstance(v, (list, tuple)):
+            v = ",".join(f"{x:g}" if isinstance(x, float) else str(x) for x in v)
+        parts.append(f"{k}={v}")
+    lines, line = [], ""
+    for part in parts:
+        if line and len(line) + len(part) + 2 > width:
+            lines.append(line)
+            line = part
+        else:
+            line = f"{line}; {part}" if line else part
+    if line:
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def write_outputs(out: Path, name: str, payload: dict[str, Any], fig: Any | None,
+                  caption: str) -> tuple[Path, Path]:
+    """Write ``out/name.json`` (``payload``) and ``out/name.png`` (``fig`` with ``caption``).
+
+    The caption is drawn under the axes; the figure is closed afterwards.
+    """
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    jpath, ppath = out / f"{name}.json", out / f"{name}.png"
+    with jpath.open("w") as fh:
+        json.dump(jsonable(payload), fh, indent=1, allow_nan=True)
+    if fig is not None:
+        import matplotlib.pyplot as plt
+
+        n_lines = caption.count("\n") + 1
+        bottom = min(0.45, 0.04 + 0.022 * n_lines)
+        fig.subplots_adjust(bottom=bottom + 0.06)
+        fig.text(0.01, 0.01, caption, fontsize=6.5, family="monospace", va="bottom", ha="left")
+        fig.savefig(ppath, dpi=110)
+        plt.close(fig)
+    return jpath, ppath
+
+
+def all_finite(values: Any) -> bool:
+    """Whether every number in a nested list/dict structure is finite (None is skipped)."""
+    if values is None or isinstance(values, (str, bool)):
+        return True
+    if isinstance(values, dict):
+        return all(all_finite(v) for v in values.values())
+    if isinstance(values, (list, tuple)):
+        return all(all_finite(v) for v in values)
+    if isinstance(values, np.ndarray):
+        return bool(np.all(np.isfinite(values)))
+    if isinstance(values, (int, float, np.number)):
+        return math.isfinite(float(values))
+    return True

@@ -1,0 +1,313 @@
+"""The paper's Figures 1, 4, 5: GD's success probability and final cosine against δ.
+
+Single neuron ``f = σ(wᵀx)`` (a = 1, no bias), square loss ``(y − f)²/2``, full-batch GD from
+``w⁰ ~ N(0, I/d)`` for a fixed number of steps; success = final ``|cos(w, θ*)| > 1/2``.
+Four cases (``--cases``): GeLU (η = 0.5, 1000 steps) and r² (``quad``, η = 0.1, 2000 steps),
+each on ``y = z²`` and on the centred ``y = z² − 1`` (the convention under which GD's
+transition sits at the paper's 6.0 for GeLU: ``docs/findings.md`` §3.1); d = 1000, 2000,
+3000, 4000.
+
+For each (case, d, δ) the script runs ``--trials`` GD runs through
+:func:`dmftsolve.sweep` (float32 data, one BLAS thread per run, the runs spread over
+``--workers`` processes or a dask cluster) and records the success rate with its binomial
+standard error ``√(p(1 − p)/trials)``, the median and 30/70 percentiles of the final cosine,
+the escape steps (first recorded step with cosine > 1/2) and the final losses.
+
+Theory on the same axes:
+
+* **finite-d success curve** (dashed): :func:`dmftsolve.thresholds.transition.transition`
+  (helper D's finite-n DMFT; ``--theory-draws`` draws per δ, horizon ``--theory-steps``
+  GD steps, default 400: the DMFT's ``N = δd``-path solves can blow up long after an escape,
+  see that module); drawn only where it ran — a failure is recorded in the JSON and the
+  caption says so. ``--no-theory`` skips it.
+* **δ_NN** (vertical dashed line with its standard error as a band):
+  ``dmftsolve.delta_nn(problem, t)`` at ``t·η = 1`` (the early-time threshold, the one near
+  GD's finite-d transition, findings §4.3), 3 seeds × 10⁴ paths. The paper's value
+  (6.0 GeLU, 3.6 r²) is the grey dotted line.
+
+Every finished point (one δ of one case at one d; one theory curve; one δ_NN) is cached in
+``<out>/cache/success_curves/`` under the hash of its settings, so
+``--replot`` redraws the figure without running anything.
+
+Run
+---
+Full size (not run in this session; estimate from the measured ≈ 3 s per GD run of 1000
+steps at d = 1000, δ ≈ 7 on one core, scaling like d²·δ·steps)::
+
+    python validation/figures/success_curves.py --trials 40 --workers 2
+
+≈ 40 trials × (8 δ) × [1 + 4 + 9 + 16] (d = 1000…4000, relative cost) × 3 s × 4 cases
+× (1 GeLU, 2·0.6 r² steps·δ factor) ≈ 3·10⁵ s ≈ 80 CPU-hours, plus the theory
+(≈ 5 s per draw at d = 1000, T = 400, growing ∝ d: 16 draws × 8 δ × 4 d × 4 cases ≈ 8
+CPU-hours). On a cluster: ``--dask tcp://scheduler:8786``. A single case at d = 1000:
+``python validation/figures/success_curves.py --cases gelu_z2m1 --ds 1000 --trials 20
+--deltas 5,6,6.5,7,8`` (measured cost in ``validation/results/figures/success_curves.json``,
+``diagnostics.gd_seconds_per_run``).
+
+``--quick`` (the test): d = 40, two cases, 3 δ, 2 trials, 30 steps, tiny theory; seconds.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import (  # noqa: E402
+    CacheMiss,
+    PointCache,
+    base_parser,
+    caption_text,
+    command_line,
+    make_executor,
+    write_outputs,
+)
+
+from dmftsolve import Problem  # noqa: E402
+
+NAME = "success_curves"
+
+#: name -> problem keywords, the paper's δ and the default δ grid
+CASES: dict[str, dict[str, Any]] = {
+    "gelu_z2m1": {"target": "z**2 - 1", "activation": "gelu", "eta": 0.5, "steps": 1000,
+                  "paper": 6.0, "deltas": (4.0, 5.0, 5.5, 6.0, 6.5, 7.0, 7.5, 8.5, 10.0)},
+    "gelu_z2": {"target": "z**2", "activation": "gelu", "eta": 0.5, "steps": 1000,
+                "paper": 6.0, "deltas": (6.0, 8.0, 9.0, 10.0, 11.0, 12.0, 13.0, 15.0)},
+    "quad_z2m1": {"target": "z**2 - 1", "activation": "quad", "eta": 0.1, "steps": 2000,
+                  "paper": 3.6, "deltas": (3.0, 3.5, 4.0, 4.5, 5.0, 6.0, 7.0), "nn_bracket": (1.5, 40.0)},
+    "quad_z2": {"target": "z**2", "activation": "quad", "eta": 0.1, "steps": 2000,
+                "paper": 3.6, "deltas": (3.0, 4.0, 4.5, 5.0, 5.5, 6.0, 7.0, 8.0), "nn_bracket": (1.5, 40.0)},
+}
+FULL = {"ds": [1000, 2000, 3000, 4000], "trials": 40, "theory_draws": 16, "theory_steps": 400,
+        "nn_paths": 10_000, "nn_replicates": 3, "record_every": 10}
+QUICK = {"ds": [40], "trials": 2, "theory_draws": 2, "theory_steps": 20, "nn_paths": 1000,
+         "nn_replicates": 1, "record_every": 5, "steps": 30, "cases": ["gelu_z2m1", "quad_z2"],
+         "deltas": [2.0, 6.0, 12.0]}
+SUCCESS = 0.5
+
+
+def problem_of(case: dict[str, Any], steps: int) -> Problem:
+    return Problem.build(target=case["target"], activation=case["activation"], eta=case["eta"],
+                         steps=steps)
+
+
+# --------------------------------------------------------------------------- GD points
+def gd_point(case: dict[str, Any], steps: int, d: int, delta: float, trials: int, seed: int,
+             record_every: int, executor: Any) -> dict[str, Any]:
+    """``trials`` GD runs at ``(d, δ)`` through :func:`dmftsolve.sweep`; summary statistics."""
+    from dmftsolve import sweep
+
+    p = problem_of(case, steps)
+    ss = np.random.SeedSequence([seed, d, int(round(1000 * delta))])
+    res = sweep(p, d, [delta], trials=trials, seed=ss, executor=executor, progress=False,
+                success_threshold=SUCCESS, dtype=np.float32, record_every=record_every)
+    run = res.runs[0]
+    cos = run.cosine
+    final = cos[:, -1]
+    esc = []
+    for j in range(trials):
+        above = np.flatnonzero(np.isfinite(cos[j]) & (cos[j] > SUCCESS))
+        esc.append(int(run.steps[above[0]]) if above.size else None)
+    succ = int(np.sum(np.isfinite(final) & (final > SUCCESS)))
+    return {
+        "successes": succ, "trials": trials, "rate": float(res.success_rate[0]),
+        "rate_se": float(res.success_stderr[0]), "cos_q30": float(res.cosine_q30[0]),
+        "cos_median": float(res.cosine_median[0]), "cos_q70": float(res.cosine_q70[0]),
+        "final_cosine": final.tolist(), "escape_step": esc,
+        "train_loss": float(res.train_loss[0]), "test_loss": float(res.test_loss[0]),
+        "nonfinite": int(res.diagnostics["nonfinite"][0]),
+        "seconds_per_run": float(np.mean(run.diagnostics["trial_elapsed"])),
+        "status": res.status.value,
+    }
+
+
+# --------------------------------------------------------------------------- theory
+def theory_curve(case: dict[str, Any], steps: int, d: int, deltas: list[float], draws: int,
+                 seed: int) -> dict[str, Any]:
+    """Helper D's finite-d success curve; an ``error`` entry if it is unavailable or fails."""
+    t0 = time.perf_counter()
+    try:
+        from dmftsolve.thresholds.transition import TransitionSettings, transition
+
+        curve = transition(problem_of(case, steps), d, deltas,
+                           settings=TransitionSettings(steps=steps, draws=draws, seed=seed),
+                           throw=False)
+    except Exception as exc:  # noqa: BLE001 - recorded and drawn without the theory
+        return {"error": f"{type(exc).__name__}: {exc}", "elapsed": time.perf_counter() - t0}
+    return {"deltas": curve.deltas.tolist(), "p": curve.p.tolist(), "p_err": curve.p_err.tolist(),
+            "delta_50": curve.delta_50, "delta_50_err": curve.delta_50_err,
+            "status": curve.status.value, "message": curve.message, "elapsed": curve.elapsed}
+
+
+def delta_nn_early(case: dict[str, Any], n_paths: int, replicates: int, seed: int,
+                   quick: bool) -> dict[str, Any]:
+    """``δ_NN(t)`` at ``t·η = 1`` (3 seeds in full size); an ``error`` entry on failure."""
+    t0 = time.perf_counter()
+    t = max(1, int(round(1.0 / case["eta"])))
+    try:
+        from dmftsolve import ThresholdSettings, delta_nn
+
+        kw: dict[str, Any] = {"n_paths": n_paths, "replicates": replicates, "seed": seed,
+                              "bracket": case.get("nn_bracket", (1.0, 40.0)), "workers": 1}
+        if quick:
+            kw.update(grid=4, xtol=2.0)
+        th = delta_nn(problem_of(case, t), t, settings=ThresholdSettings(**kw), throw=False)
+    except Exception as exc:  # noqa: BLE001
+        return {"error": f"{type(exc).__name__}: {exc}", "t": t, "elapsed": time.perf_counter() - t0}
+    return {"t": t, "t_eta": t * case["eta"], "delta_nn": th.delta_nn, "stderr": th.stderr,
+            "bracket": th.bracket, "status": th.status.value, "message": th.message[:300],
+            "elapsed": time.perf_counter() - t0}
+
+
+# --------------------------------------------------------------------------- plot
+def plot(data: dict[str, Any], settings: dict[str, Any], caption: str) -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = list(data["cases"])
+    fig, axes = plt.subplots(2, len(names), figsize=(max(4.2 * len(names), 8.5), 7.4), squeeze=False,
+                             sharex="col")
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for c, name in enumerate(names):
+        entry = data["cases"][name]
+        case = CASES[name]
+        a1, a2 = axes[0, c], axes[1, c]
+        for i, (d, pts) in enumerate(sorted(entry["gd"].items(), key=lambda kv: int(kv[0]))):
+            col = colors[i % len(colors)]
+            x = np.array([p["delta"] for p in pts])
+            rate = np.array([p["rate"] for p in pts])
+            se = np.array([p["rate_se"] for p in pts])
+            a1.errorbar(x, rate, yerr=se, marker="o", ms=4, capsize=2, color=col, label=f"GD d={d}")
+            med = np.array([p["cos_median"] for p in pts])
+            a2.plot(x, med, marker="o", ms=4, color=col, label=f"d={d} median")
+            a2.fill_between(x, [p["cos_q30"] for p in pts], [p["cos_q70"] for p in pts],
+                            color=col, alpha=0.2)
+            th = entry["theory"].get(str(d))
+            if th and "p" in th:
+                a1.plot(th["deltas"], th["p"], ls="--", color=col, lw=1.2,
+                        label=f"theory d={d}: δ50={th['delta_50']:.2f}")
+        nn = entry.get("delta_nn") or {}
+        if nn.get("delta_nn") is not None:
+            for ax in (a1, a2):
+                ax.axvline(nn["delta_nn"], color="k", ls="--", lw=1)
+                if nn.get("stderr"):
+                    ax.axvspan(nn["delta_nn"] - nn["stderr"], nn["delta_nn"] + nn["stderr"],
+                               color="k", alpha=0.08)
+            a1.plot([], [], color="k", ls="--", label=f"δ_NN(tη={nn['t_eta']:g})={nn['delta_nn']:.2f}")
+        for ax in (a1, a2):
+            ax.axvline(case["paper"], color="0.5", ls=":", lw=1)
+        a1.plot([], [], color="0.5", ls=":", label=f"paper {case['paper']}")
+        a1.set_title(f"{case['activation']}, y={case['target']}, η={case['eta']:g}, "
+                     f"T={entry['steps']}\n{settings['trials']} trials/point", fontsize=9)
+        a1.set_ylim(-0.05, 1.05)
+        a2.set_ylim(-0.02, 1.02)
+        a1.set_ylabel("P(final cosine > 1/2)")
+        a2.set_ylabel("final cosine (median, 30–70 %)")
+        a2.set_xlabel("δ = n/d")
+        a1.legend(fontsize=6.5, loc="lower right")
+        a2.legend(fontsize=6.5, loc="lower right")
+    fig.suptitle("GD success and final cosine vs δ (random start); theory: finite-d DMFT "
+                 "transition and δ_NN", fontsize=10)
+    return fig
+
+
+# --------------------------------------------------------------------------- main
+def main(argv: list[str] | None = None) -> int:
+    p = base_parser(__doc__.split("\n\n")[0])
+    p.add_argument("--cases", default=None,
+                   help=f"comma-separated subset of {', '.join(CASES)} (default: all)")
+    p.add_argument("--theory-draws", type=int, default=None, help="DMFT draws per δ of the theory")
+    p.add_argument("--theory-steps", type=int, default=None, help="horizon of the theory (GD steps)")
+    p.add_argument("--no-theory", action="store_true", help="skip the theory curves and δ_NN")
+    args = p.parse_args(argv)
+    cfg = dict(QUICK if args.quick else FULL)
+    names = (args.cases.split(",") if args.cases else cfg.get("cases", list(CASES)))
+    bad = [n for n in names if n not in CASES]
+    if bad:
+        p.error(f"unknown case(s) {bad}; choose from {list(CASES)}")
+    ds = args.ds or cfg["ds"]
+    trials = args.trials or cfg["trials"]
+    draws = args.theory_draws or cfg["theory_draws"]
+    th_steps = args.theory_steps or cfg["theory_steps"]
+    settings = {"figure": NAME, "cases": names, "ds": ds, "trials": trials, "seed": args.seed,
+                "dtype": "float32", "record_every": cfg["record_every"], "success": "final cosine > 1/2",
+                "theory": None if args.no_theory else {"draws": draws, "steps": th_steps},
+                "delta_nn": None if args.no_theory else {"t_eta": 1, "n_paths": cfg["nn_paths"],
+                                                         "replicates": cfg["nn_replicates"]},
+                "quick": bool(args.quick)}
+    cache = PointCache(args.out, NAME, replot=args.replot)
+    data: dict[str, Any] = {"cases": {}}
+    t0 = time.perf_counter()
+    notes: list[str] = []
+    try:
+        with make_executor(args.workers, args.dask) as ex:
+            for name in names:
+                case = CASES[name]
+                steps = cfg.get("steps", case["steps"])
+                deltas = args.deltas or cfg.get("deltas") or list(case["deltas"])
+                entry: dict[str, Any] = {"steps": steps, "deltas": deltas, "gd": {}, "theory": {}}
+                for d in ds:
+                    pts = []
+                    for x in deltas:
+                        key = {"kind": "gd", "case": {k: case[k] for k in ("target", "activation", "eta")},
+                               "steps": steps, "d": d, "delta": x, "trials": trials, "seed": args.seed,
+                               "dtype": "float32", "record_every": cfg["record_every"]}
+                        val = cache.get_or_compute(key, gd_point, case, steps, d, x, trials, args.seed,
+                                                   cfg["record_every"], ex)
+                        pts.append({"delta": x, **val})
+                        print(f"[{name} d={d} δ={x:g}] {val['successes']}/{val['trials']} "
+                              f"median cos {val['cos_median']:.3f}", file=sys.stderr, flush=True)
+                    entry["gd"][str(d)] = pts
+                    if not args.no_theory:
+                        tsteps = min(th_steps, steps)
+                        key = {"kind": "transition",
+                               "case": {k: case[k] for k in ("target", "activation", "eta")},
+                               "steps": tsteps, "d": d, "deltas": deltas, "draws": draws, "seed": args.seed}
+                        th = cache.get_or_compute(key, theory_curve, case, tsteps, d, deltas, draws,
+                                                  args.seed)
+                        entry["theory"][str(d)] = th
+                        if "error" in th:
+                            notes.append(f"{name} d={d}: theory curve not drawn ({th['error'][:120]})")
+                if not args.no_theory:
+                    key = {"kind": "delta_nn", "case": {k: case[k] for k in ("target", "activation", "eta")},
+                           "t_eta": 1, "n_paths": cfg["nn_paths"], "replicates": cfg["nn_replicates"],
+                           "seed": args.seed, "quick": bool(args.quick)}
+                    nn = cache.get_or_compute(key, delta_nn_early, case, cfg["nn_paths"],
+                                              cfg["nn_replicates"], args.seed, args.quick)
+                    entry["delta_nn"] = nn
+                    if nn.get("delta_nn") is None:
+                        why = nn.get("error") or nn.get("message", "")
+                        notes.append(f"{name}: δ_NN not drawn ({why[:120]})")
+                data["cases"][name] = entry
+    except CacheMiss as exc:
+        print(f"success_curves: {exc}", file=sys.stderr)
+        return 1
+    per_run = [pt["seconds_per_run"] for e in data["cases"].values() for pts in e["gd"].values()
+               for pt in pts]
+    diagnostics = {"elapsed": time.perf_counter() - t0, "cache_hits": cache.hits,
+                   "computed": cache.computed, "gd_seconds_per_run": float(np.mean(per_run)),
+                   "notes": notes}
+    cap_settings = {"trials/point": trials, "d": ds, "seed": args.seed, "dtype": "float32",
+                    "success": "cos>1/2", "loss": "(y-f)^2/2", "init": "N(0,I/d)",
+                    "theory draws/δ": draws if not args.no_theory else "none",
+                    "theory T": th_steps if not args.no_theory else "none"}
+    caption = (f"{command_line(argv and [sys.argv[0], *argv])}\n" + caption_text(cap_settings)
+               + ("\n" + "\n".join(notes) if notes else ""))
+    payload = {"settings": settings, "command": command_line(argv and [sys.argv[0], *argv]),
+               "diagnostics": diagnostics, "data": data}
+    fig = plot(data, settings, caption)
+    jp, pp = write_outputs(args.out, NAME, payload, fig, caption)
+    print(f"wrote {jp} and {pp} ({diagnostics['elapsed']:.0f} s; {cache.hits} cached, "
+          f"{cache.computed} computed)", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
