@@ -250,8 +250,9 @@ def write_outputs(out: Path, name: str, payload: dict[str, Any], fig: Any | None
         import matplotlib.pyplot as plt
 
         n_lines = caption.count("\n") + 1
-        bottom = min(0.45, 0.04 + 0.022 * n_lines)
-        fig.subplots_adjust(bottom=bottom + 0.06)
+        height = fig.get_size_inches()[1]
+        # caption lines (6.5 pt ≈ 0.11 in each) plus room for the x-axis label and ticks
+        fig.subplots_adjust(bottom=min(0.5, (0.11 * n_lines + 0.6) / height))
         fig.text(0.01, 0.01, caption, fontsize=6.5, family="monospace", va="bottom", ha="left")
         fig.savefig(ppath, dpi=110)
         plt.close(fig)
