@@ -34,7 +34,7 @@ from typing import Any, Literal
 import numpy as np
 import sympy as sp
 
-from dmftsolve._symbolic import compile_expression, derivatives, parse_expression
+from dmftsolve._symbolic import compile_expression, derivatives, expression_names, parse_expression
 from dmftsolve.activations import NAMED_ACTIVATIONS, R
 from dmftsolve.losses import NAMED_LOSSES, F, Y
 
@@ -85,6 +85,14 @@ class _Frozen:
 
 # --------------------------------------------------------------------------- target
 _Z_INDEXED = re.compile(r"^z([1-9][0-9]*)$")
+#: Largest latent dimension ``k`` (explicit, or implied by the highest index ``zk`` used).
+MAX_K = 1000
+
+
+def _short(value: Any, limit: int = 80) -> str:
+    """``repr`` of ``value`` cut to ``limit`` characters, for one-line error messages."""
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "…"
 
 
 @dataclass(frozen=True)
@@ -107,15 +115,26 @@ class Target(_Frozen):
 
     def __post_init__(self) -> None:
         if not isinstance(self.expr, str):
-            raise ValueError(f"target must be an expression string, got {self.expr!r}")
-        names = set(re.findall(r"[A-Za-z_][A-Za-z_0-9]*", self.expr))
-        indexed = sorted(int(m.group(1)) for n in names if (m := _Z_INDEXED.match(n)))
-        if "z" in names and indexed:
+            raise ValueError(f"target must be an expression string, got {_short(self.expr)}")
+        # type and length only: names are checked by the parser below
+        names = expression_names(self.expr, parameter="target")
+        indexed = sorted(n for n in names if _Z_INDEXED.match(n))
+        # compare lengths before int(): a 2000-digit index needs no conversion to be refused
+        oversize = [n for n in indexed if len(n) - 1 > len(str(MAX_K)) or int(n[1:]) > MAX_K]
+        if oversize:
             raise ValueError(
-                f"target={self.expr!r} mixes 'z' with indexed 'z1…zk'; use one or the other"
+                f"target: latent index {_short(oversize[0], 24)} exceeds the largest allowed "
+                f"latent dimension {MAX_K}"
             )
-        used_k = max(indexed) if indexed else 1
+        indices = [int(n[1:]) for n in indexed]
+        if "z" in names and indices:
+            raise ValueError(
+                f"target={_short(self.expr)} mixes 'z' with indexed 'z1…zk'; use one or the other"
+            )
+        used_k = max(indices) if indices else 1
         k = used_k if self.k is None else check_integer("k", self.k, minimum=1)
+        if k > MAX_K:
+            raise ValueError(f"k must be <= {MAX_K}, got {k}")
         if k < used_k:
             raise ValueError(f"k={k} is smaller than the largest latent index used ({used_k})")
         object.__setattr__(self, "k", k)
@@ -199,7 +218,9 @@ class Network(_Frozen):
     def sympy_expr(self) -> sp.Expr:
         """The activation σ(r) as a sympy expression."""
         if not isinstance(self.activation, str):
-            raise ValueError(f"activation must be a name or an expression string, got {self.activation!r}")
+            raise ValueError(
+                f"activation must be a name or an expression string, got {_short(self.activation)}"
+            )
         if self.activation in NAMED_ACTIVATIONS:
             return NAMED_ACTIVATIONS[self.activation]
         return parse_expression(self.activation, ["r"], parameter="activation")
@@ -237,12 +258,12 @@ class Loss(_Frozen):
     @cached_property
     def sympy_expr(self) -> sp.Expr:
         if not isinstance(self.name, str):
-            raise ValueError(f"loss must be a name or an expression string, got {self.name!r}")
+            raise ValueError(f"loss must be a name or an expression string, got {_short(self.name)}")
         if self.name in NAMED_LOSSES:
             return NAMED_LOSSES[self.name]
         expr = parse_expression(self.name, ["y", "f"], parameter="loss")
         if F not in expr.free_symbols:
-            raise ValueError(f"loss={self.name!r} does not depend on the output f")
+            raise ValueError(f"loss={_short(self.name)} does not depend on the output f")
         return expr
 
     @cached_property
