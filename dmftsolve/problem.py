@@ -24,6 +24,7 @@ Examples
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import math
 import re
 from collections.abc import Mapping, Sequence
@@ -469,6 +470,20 @@ class Problem(_Frozen):
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Problem:
+        """Rebuild a problem from :meth:`to_dict` output (the keywords of :meth:`build`).
+
+        Raises
+        ------
+        ValueError
+            If ``data`` is not a mapping with string keys, or names a key
+            :meth:`build` does not take.
+        """
+        if not isinstance(data, Mapping):
+            raise ValueError(f"data must be a mapping of build() keywords, got {type(data).__name__}")
+        allowed = set(inspect.signature(cls.build).parameters)
+        unknown = sorted(repr(k)[:40] for k in data if not isinstance(k, str) or k not in allowed)
+        if unknown:
+            raise ValueError(f"data has unknown key(s) {', '.join(unknown[:5])}; allowed: {sorted(allowed)}")
         return cls.build(**dict(data))
 
     # ------------------------------------------------------------------ sizes

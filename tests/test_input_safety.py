@@ -325,3 +325,12 @@ def test_any_text_parses_safely_or_fails_in_one_line(canary: Path, text: str) ->
         assert isinstance(expr, sp.Expr)
         assert expr.free_symbols <= {Z, EPS}
     assert not canary.exists()
+
+
+@pytest.mark.parametrize(
+    "data", [None, [("target", "z**2")], {"foo": 1}, {1: "z"}, {"target": "z**2", "eval": 1}]
+)
+def test_from_dict_rejects_unknown_keys_and_non_mappings(data: object) -> None:
+    """A malformed dict is a ValueError naming the problem (one CLI line), not a TypeError."""
+    with pytest.raises(ValueError, match="data "):
+        Problem.from_dict(data)  # type: ignore[arg-type]
