@@ -1,0 +1,171 @@
+"""The figure scripts of ``validation/figures/`` and ``validation/results_table.py`` on their ``--quick``
+configurations (issue 11): each writes its PNG and JSON (or Markdown and JSON) into a temporary
+directory, the JSON states the settings it ran with and holds finite numbers, and a second run
+with ``--replot`` redraws from the cache without computing anything.
+
+The scripts run in subprocesses (as a user runs them; their numerical warnings are not errors
+there). The closed-form spectral overlap is checked against direct quadrature.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+from scipy.integrate import quad
+from scipy.optimize import brentq
+
+ROOT = Path(__file__).resolve().parents[1]
+FIGS = ROOT / "validation" / "figures"
+sys.path.insert(0, str(FIGS))
+
+
+def run(script: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
+           "MPLBACKEND": "Agg"}
+    proc = subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True, env=env,
+                          cwd=ROOT, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc
+
+
+def finite(values: object) -> bool:
+    from common import all_finite
+
+    return all_finite(values)
+
+
+def check_outputs(out: Path, name: str) -> dict:
+    png, js = out / f"{name}.png", out / f"{name}.json"
+    assert png.exists() and png.stat().st_size > 5000, f"{png} missing or empty"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    data = json.loads(js.read_text())
+    assert data["settings"]["figure"] == name
+    assert data["settings"]["quick"] is True
+    assert "--quick" in data["command"]
+    return data
+
+
+def replot_computes_nothing(script: Path, out: Path, name: str) -> None:
+    run(script, "--quick", "--out", str(out), "--replot")
+    data = json.loads((out / f"{name}.json").read_text())
+    assert data["diagnostics"]["computed"] == 0
+    assert data["diagnostics"]["cache_hits"] > 0
+
+
+def test_success_curves_quick(tmp_path: Path) -> None:
+    script = FIGS / "success_curves.py"
+    run(script, "--quick", "--out", str(tmp_path))
+    data = check_outputs(tmp_path, "success_curves")
+    s = data["settings"]
+    assert s["trials"] == 2 and s["ds"] == [40] and s["cases"] == ["gelu_z2m1", "quad_z2"]
+    for name in s["cases"]:
+        pts = data["data"]["cases"][name]["gd"]["40"]
+        assert [p["delta"] for p in pts] == [2.0, 6.0, 12.0]
+        for p in pts:
+            assert p["trials"] == 2 and 0 <= p["successes"] <= 2
+            assert p["rate"] == p["successes"] / 2
+            assert math.isclose(p["rate_se"], math.sqrt(p["rate"] * (1 - p["rate"]) / 2))
+            assert finite([p["rate"], p["cos_q30"], p["cos_median"], p["cos_q70"], p["final_cosine"]])
+            assert 0 <= p["cos_q30"] <= p["cos_median"] <= p["cos_q70"] <= 1
+        th = data["data"]["cases"][name]["theory"]["40"]
+        # the theory either ran (finite probabilities) or says why not
+        assert ("error" in th) or (finite(th["p"]) and len(th["p"]) == 3)
+    replot_computes_nothing(script, tmp_path, "success_curves")
+
+
+def test_spectral_init_quick(tmp_path: Path) -> None:
+    script = FIGS / "spectral_init.py"
+    run(script, "--quick", "--out", str(tmp_path))
+    data = check_outputs(tmp_path, "spectral_init")
+    assert data["settings"]["preprocessing"] == "lal" and data["settings"]["trials"] == 2
+    check = data["overlap_check"]
+    assert [c["delta"] for c in check] == [0.4, 2.0, 6.0]
+    for c in check:
+        assert finite([c["simulated"], c["closed_form"]]) and 0 <= c["simulated"] <= 1
+    # far above δ_alg the spectral start is already aligned, at d = 60 too
+    assert check[-1]["simulated"] > 0.9
+    th = data["data"]["cases"]["gelu_z2m1"]["theory"]
+    assert th[0]["rho2"] == 0.0 and th[0]["final_cosine"] == 0.0  # δ = 0.4 < δ_alg
+    assert all(finite(q["final_cosine"]) for q in th)
+    replot_computes_nothing(script, tmp_path, "spectral_init")
+
+
+def test_spectral_overlap_closed_form_matches_quadrature() -> None:
+    """ρ²(δ) from the erfcx closed form against the defining equation by direct quadrature:
+    (1 − r) E[h²/(1 + r h)] = 1/δ with h = z² − 1 (scipy.integrate.quad over z ~ N(0, 1))."""
+    from spectral_init import spectral_overlap2
+
+    def lhs(r: float) -> float:
+        f = lambda z: (1 - r) * (z * z - 1) ** 2 / (1 + r * (z * z - 1)) * math.exp(-z * z / 2)  # noqa: E731
+        return quad(f, -np.inf, np.inf, epsabs=1e-13, limit=200)[0] / math.sqrt(2 * math.pi)
+
+    for delta in (0.6, 1.0, 2.0, 4.0):
+        ref = brentq(lambda r, x=delta: lhs(r) - 1 / x, 1e-6, 1 - 1e-9, xtol=1e-13)
+        assert abs(spectral_overlap2(delta) - ref) < 1e-8, delta
+    assert spectral_overlap2(0.5) == 0.0 and spectral_overlap2(0.3) == 0.0
+    assert 0 < spectral_overlap2(0.5001) < 1e-3
+
+
+def test_grokking_quick(tmp_path: Path) -> None:
+    script = FIGS / "grokking.py"
+    run(script, "--quick", "--out", str(tmp_path))
+    data = check_outputs(tmp_path, "grokking")
+    s = data["settings"]
+    assert s["convention"] == "centred_bias" and s["bias"] is True and s["target"] == "z**2 - 1"
+    assert s["d"] == 100 and s["delta"] == 17.5 and s["n"] == 1750
+    gd = data["data"]["gd"]
+    assert finite([gd["cosine"], gd["train_loss"], gd["test_loss"], gd["plateau_train"]])
+    assert len(gd["steps"]) == len(gd["cosine"][0])
+    for key in ("restricted", "escape"):
+        th = data["data"]["theory"][key]
+        assert "error" in th or finite([th["train_loss"], th["cosine"]])
+    replot_computes_nothing(script, tmp_path, "grokking")
+
+
+def test_hessian_spectra_quick(tmp_path: Path) -> None:
+    script = FIGS / "hessian_spectra.py"
+    run(script, "--quick", "--out", str(tmp_path))
+    data = check_outputs(tmp_path, "hessian_spectra")
+    s = data["settings"]
+    assert s["times"] == [0, 3] and s["ds"] == [120] and s["dynamics"].startswith("restricted")
+    sim = data["data"]["sim"]["120"]
+    spec = np.asarray(sim["spectrum"])
+    assert spec.shape == (1, 2, 120) and np.all(np.isfinite(spec))
+    # the recorded lowest eigenvalue is the minimum of the full spectrum
+    assert np.allclose(np.asarray(sim["low"])[:, :, 0], spec.min(axis=2))
+    th = data["data"]["theory"]["times"]
+    for t in ("0", "3"):
+        assert finite(th[t]["density"]) and th[t]["right_edge"] is not None
+    replot_computes_nothing(script, tmp_path, "hessian_spectra")
+
+
+def test_results_table_quick(tmp_path: Path) -> None:
+    script = ROOT / "validation" / "results_table.py"
+    run(script, "--quick", "--out", str(tmp_path))
+    md = (tmp_path / "results.md").read_text()
+    data = json.loads((tmp_path / "results_table.json").read_text())
+    assert data["settings"]["quick"] is True and data["settings"]["n_paths"] == 1000
+    rows = data["rows"]
+    assert [(r["target"], r["activation"], r["m"]) for r in rows] == [
+        ("z**2 - 1", "gelu", 1), ("z1 + z1*z2", "gelu", 1), ("abs(z)", "quad", 2)]
+    first = rows[0]
+    # δ_alg of a noiseless even label is exactly 1/2 (literature.md §1.4: 1/Var(z²))
+    assert abs(first["alg"]["value"] - 0.5) < 1e-6
+    for k in ("nn_early", "nn_long", "d50"):
+        q = first[k]
+        assert (q["value"] is not None and math.isfinite(q["value"])) or q["why"], (k, q)
+    # a row that cannot have δ_NN or δ_50 says why, in the JSON and on the page
+    assert rows[1]["alg"]["value"] == 0.0
+    assert "hard direction" in rows[1]["nn_early"]["why"]
+    assert rows[1]["d50"]["status"] == "n/a" and rows[2]["d50"]["status"] == "n/a"
+    assert "| 2 | `z1 + z1*z2` |" in md and "no hard direction" in md
+    assert "dmftsolve threshold --target 'z**2 - 1'" in md
+    run(script, "--quick", "--out", str(tmp_path), "--replot")
+    again = json.loads((tmp_path / "results_table.json").read_text())
+    assert again["diagnostics"]["computed"] == 0 and again["rows"] == rows

@@ -1,0 +1,293 @@
+"""The results table ``docs/results.md``: δ_alg, δ_NN(t) at early and long times, and δ_50 at d = 1000.
+
+Catalogue: targets ``z**2``, ``z**2 - 1``, ``abs(z)``, ``z**2 + 0.5*eps``, ``z1*z2``,
+``z1 + z1*z2``; activations GeLU, r² (``quad``), ReLU, tanh; widths m = 1 and 2 (second-layer
+weights all ones, no bias, square loss ``(y − f)²/2``, random start ``q0 = 1``). Step sizes:
+η = 0.5 (GeLU, ReLU, tanh) and 0.1 (r², whose GD diverges at 0.5; ``docs/findings.md``).
+
+Columns, each with the command that reproduces it (listed under the table) and its error:
+
+* **δ_alg** — :func:`dmftsolve.alg_threshold` (weak recovery; depends on the target only),
+  ± its quadrature / Monte Carlo error. 0 when a direction is learned at any δ (a trivial
+  part, ``E[z|y] ≠ 0``).
+* **δ_NN(t·η = 1)** — :func:`dmftsolve.delta_nn` at ``t = round(1/η)``: the early-time
+  threshold, the one near GD's finite-d transition (findings §4.3); mean ± standard error over
+  3 DMFT seeds (10⁴ paths each, bracket 1–40, ``xtol`` 1).
+* **δ_NN long** — the long-time rule (``T = 200`` and ``T/2``), same settings. For unbounded
+  labels this finite-t threshold grows with the number of paths (findings §5.1–5.3): read it
+  as the value at 10⁴ paths.
+* **δ_50 (d = 1000)** — helper D's finite-d transition
+  (:func:`dmftsolve.thresholds.transition.transition`: probit 50 % point of the finite-n DMFT
+  success curve, ± bootstrap error), horizon 400 steps, 8 draws on the δ grid
+  ``TRANSITION_GRID``. Defined only for a single neuron (m = 1) with one target direction
+  and a label even in z; other rows say so.
+
+A row whose quantity fails says why (the status message: e.g. no hard direction, so δ_NN
+is undefined; a bracket without a sign change; a solver failure).
+
+Each (row, quantity) is cached under the hash of its full settings in
+``<out>/cache/results_table/`` (default ``validation/results/``), so re-running only computes
+what is missing and ``--replot`` rebuilds the page from the cache. The (row, quantity) jobs go
+through the executor (``--workers``, ``--dask``).
+
+Run
+---
+Full size (not run in this session)::
+
+    python validation/results_table.py --workers 2
+
+Estimated cost on one core: δ_alg seconds per target; each δ_NN search 15–60 s per seed at
+m = 1 (findings §7: 47–51 s for 3 seeds, long-time rule, GeLU), a few times that at m = 2:
+48 rows × 2 searches ≈ 1.5–3 CPU-hours; δ_50: 16 rows × 7 δ × 8 draws × ≈ 5 s ≈ 1.3
+CPU-hours. ``--quick`` (the test): three rows with tiny settings, written to ``--out``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import shlex
+import sys
+import time
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "figures"))
+
+from common import (  # noqa: E402
+    CacheMiss,
+    PointCache,
+    command_line,
+    make_executor,
+)
+
+from dmftsolve import Problem  # noqa: E402
+from dmftsolve.results import jsonable  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+NAME = "results_table"
+TARGETS = ["z**2", "z**2 - 1", "abs(z)", "z**2 + 0.5*eps", "z1*z2", "z1 + z1*z2"]
+ACTIVATIONS = {"gelu": 0.5, "quad": 0.1, "relu": 0.5, "tanh": 0.5}
+WIDTHS = [1, 2]
+#: lower end of the δ_NN search per activation: r² GD (and its DMFT) diverges at δ = 1 with
+#: η = 0.1 (non-finite gradient), which fails the whole search; findings §4.3 used 1.5
+LOW_BRACKET = {"quad": 1.5}
+TRANSITION_GRID = (2.0, 3.5, 5.0, 6.5, 8.0, 10.0, 13.0)
+FULL = {"n_paths": 10_000, "replicates": 3, "bracket": (1.0, 40.0), "grid": 6, "xtol": 1.0,
+        "long_time": 200, "d": 1000, "draws": 8, "transition_steps": 400,
+        "transition_grid": TRANSITION_GRID}
+QUICK = {"n_paths": 1000, "replicates": 1, "bracket": (1.0, 20.0), "grid": 3, "xtol": 4.0,
+         "long_time": 10, "d": 40, "draws": 2, "transition_steps": 10,
+         "transition_grid": (2.0, 10.0),
+         "rows": [("z**2 - 1", "gelu", 1), ("z1 + z1*z2", "gelu", 1), ("abs(z)", "quad", 2)]}
+
+
+def _q(s: str) -> str:
+    return shlex.quote(s)
+
+
+def row_problem(target: str, act: str, m: int, steps: int) -> Problem:
+    return Problem.build(target=target, activation=act, m=m, eta=ACTIVATIONS[act], steps=steps)
+
+
+def bracket(act: str, cfg: dict[str, Any]) -> tuple[float, float]:
+    lo, hi = cfg["bracket"]
+    return (max(lo, LOW_BRACKET.get(act, lo)), hi)
+
+
+def commands(target: str, act: str, m: int, cfg: dict[str, Any]) -> dict[str, str]:
+    eta = ACTIVATIONS[act]
+    t_early = max(1, int(round(1.0 / eta)))
+    lo, hi = bracket(act, cfg)
+    common = (f"--target {_q(target)} --activation {act} --m {m} --eta {eta:g} "
+              f"--bracket {lo:g},{hi:g} --grid {cfg['grid']} "
+              f"--xtol {cfg['xtol']:g} --paths {cfg['n_paths']} --replicates {cfg['replicates']}")
+    grid = ",".join(f"{x:g}" for x in cfg["transition_grid"])
+    return {
+        "alg": f"dmftsolve alg-threshold --target {_q(target)}",
+        "nn_early": f"dmftsolve threshold {common} --t {t_early}",
+        "nn_long": f"dmftsolve threshold {common} --t long --long-time {cfg['long_time']}",
+        "d50": (f"dmftsolve transition --target {_q(target)} --activation {act} --eta {eta:g} "
+                f"--steps {cfg['transition_steps']} --d {cfg['d']} --delta {grid} --draws {cfg['draws']}"),
+    }
+
+
+# --------------------------------------------------------------------------- quantities
+def compute(kind: str, target: str, act: str, m: int, cfg: dict[str, Any]) -> dict[str, Any]:
+    """One quantity of one row; never raises (a failure is returned with its reason)."""
+    t0 = time.perf_counter()
+    try:
+        if kind == "alg":
+            from dmftsolve import alg_threshold
+
+            r = alg_threshold(target, throw=False)
+            return {"value": r.delta_alg if r.ok else None, "error": r.error if r.ok else None,
+                    "status": r.status.value, "why": "" if r.ok else r.message[:200],
+                    "trivial": bool(r.trivial), "elapsed": time.perf_counter() - t0}
+        if kind in ("nn_early", "nn_long"):
+            from dmftsolve import ThresholdSettings, delta_nn
+
+            eta = ACTIVATIONS[act]
+            t = max(1, int(round(1.0 / eta))) if kind == "nn_early" else None
+            s = ThresholdSettings(bracket=bracket(act, cfg), grid=cfg["grid"], xtol=cfg["xtol"],
+                                  n_paths=cfg["n_paths"], replicates=cfg["replicates"],
+                                  long_time=cfg["long_time"], workers=1)
+            r = delta_nn(row_problem(target, act, m, t or cfg["long_time"]), t, settings=s, throw=False)
+            ok = r.ok and r.delta_nn is not None
+            return {"value": r.delta_nn if ok else None, "error": r.stderr if ok else None,
+                    "bracket": r.bracket, "status": r.status.value,
+                    "why": "" if ok else (r.message or "no threshold")[:200], "hard": list(r.hard),
+                    "warnings": [w[:160] for w in r.warnings][:3], "elapsed": time.perf_counter() - t0}
+        if kind == "d50":
+            p = row_problem(target, act, m, cfg["transition_steps"])
+            if p.m != 1 or p.k != 1:
+                return {"value": None, "status": "n/a",
+                        "why": "transition needs a single neuron and one target direction "
+                               f"(m = {p.m}, k = {p.k})"}
+            from dmftsolve.thresholds.transition import TransitionSettings, transition
+
+            r = transition(p, cfg["d"], cfg["transition_grid"], throw=False,
+                           settings=TransitionSettings(steps=cfg["transition_steps"], draws=cfg["draws"]))
+            ok = r.ok and math.isfinite(r.delta_50)
+            return {"value": r.delta_50 if ok else None, "error": r.delta_50_err if ok else None,
+                    "status": r.status.value, "why": "" if ok else r.message[:200],
+                    "p": r.p.tolist(), "deltas": r.deltas.tolist(), "elapsed": time.perf_counter() - t0}
+    except Exception as exc:  # noqa: BLE001 - the row says why
+        return {"value": None, "status": "error", "why": f"{type(exc).__name__}: {str(exc)[:200]}",
+                "elapsed": time.perf_counter() - t0}
+    raise ValueError(f"unknown quantity {kind!r}")
+
+
+# --------------------------------------------------------------------------- page
+def fmt(q: dict[str, Any] | None, digits: int = 2) -> str:
+    if q is None:
+        return "not run"
+    v = q.get("value")
+    if v is None:
+        return f"— ({q.get('status')}: {q.get('why', '')[:90]})".replace("|", "/")
+    if isinstance(v, float) and math.isinf(v):
+        return "∞"
+    err = q.get("error")
+    e = "" if err is None or not math.isfinite(err) else f" ± {err:.{digits}f}"
+    if err is None and q.get("bracket"):
+        e = f" [{q['bracket'][0]:.2f}, {q['bracket'][1]:.2f}]"
+    return f"{v:.{digits}f}{e}"
+
+
+def render(rows: list[dict[str, Any]], cfg: dict[str, Any], cmd: str, quick: bool) -> str:
+    lines = [
+        "# Results table: δ_alg, δ_NN(t) and the finite-d δ_50",
+        "",
+        f"Generated by `{cmd}` (`validation/results_table.py`; do not edit by hand)."
+        + (" **Quick configuration (tiny settings): not results.**" if quick else ""),
+        "",
+        "Set-up: single hidden layer of m units with second-layer weights 1, no bias, square loss "
+        "(y − f)²/2, random start q0 = 1; η = 0.5 (GeLU, ReLU, tanh), 0.1 (r²). δ_alg: weak "
+        "recovery (target only). δ_NN(t·η = 1): early-time Hessian threshold; δ_NN long: the "
+        f"long-time rule at T = {cfg['long_time']} (and T/2); both mean ± standard error over "
+        f"{cfg['replicates']} DMFT seed(s) of {cfg['n_paths']} paths, bracket "
+        f"{cfg['bracket'][0]:g}–{cfg['bracket'][1]:g} (from 1.5 for r²), xtol {cfg['xtol']:g} "
+        "(a bracket is shown "
+        "when there is one seed). δ_50: 50 % point of the finite-d success curve at "
+        f"d = {cfg['d']} (finite-n DMFT, {cfg['draws']} draws per δ, horizon "
+        f"{cfg['transition_steps']} steps, δ grid {', '.join(f'{x:g}' for x in cfg['transition_grid'])}), "
+        "± bootstrap error. For unbounded labels the finite-t δ_NN grows with the number of paths "
+        "(docs/findings.md §5): read those values as 'at this many paths'. '—' rows say why.",
+        "",
+        "| # | target | σ | m | η | δ_alg | δ_NN(t·η = 1) | δ_NN long | δ_50 (d = "
+        f"{cfg['d']}) |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for i, r in enumerate(rows, 1):
+        lines.append(f"| {i} | `{r['target']}` | {r['activation']} | {r['m']} | {r['eta']:g} | "
+                     f"{fmt(r['alg'], 3)} | {fmt(r['nn_early'])} | {fmt(r['nn_long'])} | {fmt(r['d50'])} |")
+    lines += ["", "## Commands", "",
+              "Each row's numbers come from these commands (the same settings as the table).", ""]
+    for i, r in enumerate(rows, 1):
+        c = r["commands"]
+        lines.append(f"{i}. `{r['target']}`, {r['activation']}, m = {r['m']}:")
+        for k, label in (("alg", "δ_alg"), ("nn_early", "δ_NN(t·η = 1)"), ("nn_long", "δ_NN long"),
+                         ("d50", "δ_50")):
+            q = r.get(k) or {}
+            if k == "d50" and q.get("status") == "n/a":
+                continue
+            el = q.get("elapsed")
+            lines.append(f"   * {label}: `{c[k]}`" + (f" ({el:.0f} s here)" if el is not None else ""))
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--quick", action="store_true", help="three rows with tiny settings (the test)")
+    p.add_argument("--workers", type=int, default=1)
+    p.add_argument("--dask", default=None, metavar="ADDRESS")
+    p.add_argument("--out", type=Path, default=None,
+                   help="directory for results.md, results_table.json and the cache "
+                        "(default: docs/results.md, validation/results/)")
+    p.add_argument("--replot", action="store_true", help="rebuild from the cache only")
+    p.add_argument("--only", default=None, help="rows whose target contains this text")
+    args = p.parse_args(argv)
+    cfg = dict(QUICK if args.quick else FULL)
+    if args.workers < 1:
+        p.error(f"--workers must be >= 1, got {args.workers}")
+    rows_spec = cfg.get("rows") or [(t, a, m) for t in TARGETS for a in ACTIVATIONS for m in WIDTHS]
+    if args.only:
+        rows_spec = [r for r in rows_spec if args.only in r[0]]
+    out_md = (args.out / "results.md") if args.out else ROOT / "docs" / "results.md"
+    out_dir = args.out or ROOT / "validation" / "results"
+    cache = PointCache(out_dir, NAME, replot=args.replot)
+    settings = {k: v for k, v in cfg.items() if k != "rows"}
+    t0 = time.perf_counter()
+    rows: list[dict[str, Any]] = []
+    jobs: dict[Future, tuple[int, str, dict[str, Any]]] = {}
+    try:
+        with make_executor(args.workers, args.dask) as ex:
+            for i, (target, act, m) in enumerate(rows_spec):
+                row = {"target": target, "activation": act, "m": m, "eta": ACTIVATIONS[act],
+                       "commands": commands(target, act, m, cfg)}
+                rows.append(row)
+                for kind in ("alg", "nn_early", "nn_long", "d50"):
+                    key = {"kind": kind, "target": target} if kind == "alg" else \
+                        {"kind": kind, "target": target, "activation": act, "m": m,
+                         "eta": ACTIVATIONS[act], **settings}
+                    hit = cache.get(key)
+                    if hit is not None:
+                        row[kind] = hit
+                        cache.hits += 1
+                    elif args.replot:
+                        raise CacheMiss(f"--replot: row {target}, {act}, m={m}: {kind} not cached")
+                    elif ex is None:
+                        row[kind] = cache.put(key, compute(kind, target, act, m, cfg))
+                        cache.computed += 1
+                        print(f"[{target}, {act}, m={m}] {kind}: {fmt(row[kind])}", file=sys.stderr,
+                              flush=True)
+                    else:
+                        jobs[ex.submit(compute, kind, target, act, m, cfg)] = (i, kind, key)
+            for fut, (i, kind, key) in jobs.items():
+                rows[i][kind] = cache.put(key, fut.result())
+                cache.computed += 1
+    except CacheMiss as exc:
+        print(f"results_table: {exc}", file=sys.stderr)
+        return 1
+    cmd = command_line(argv and [sys.argv[0], *argv])
+    md = render(rows, cfg, cmd, args.quick)
+    out_md.parent.mkdir(parents=True, exist_ok=True)
+    out_md.write_text(md)
+    jpath = out_dir / f"{NAME}.json"
+    jpath.parent.mkdir(parents=True, exist_ok=True)
+    payload = {"settings": {**settings, "quick": bool(args.quick), "targets": TARGETS,
+                            "activations": ACTIVATIONS, "widths": WIDTHS},
+               "command": cmd, "diagnostics": {"elapsed": time.perf_counter() - t0, "cache_hits": cache.hits,
+                                               "computed": cache.computed}, "rows": rows}
+    with jpath.open("w") as fh:
+        json.dump(jsonable(payload), fh, indent=1)
+    print(f"wrote {out_md} and {jpath} ({len(rows)} rows, {cache.computed} computed, {cache.hits} cached)",
+          file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
