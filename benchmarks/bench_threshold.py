@@ -7,7 +7,14 @@ a. bisection tolerance: the README main job (GeLU, ``y = z²``, η = 0.5, long-t
    ``xtol = 1.0`` (about the replicate standard error, 1.1), both serial (``workers=1``):
    DMFT evaluations, CPU time and wall time, and both answers;
 b. replicates over the cores: the same search with ``xtol = 1.0``, ``workers=1`` against
-   ``workers=None`` (the available cores), wall time; the answers must be identical.
+   ``workers=None`` (the available cores), wall time; the answers must be identical;
+c. outlier scan points: ``outliers`` on the DMFT laws of the main job (seed 0, 8 δ from 6.6
+   to 40, t = 100 and 200) with ``npoints = 400`` (the old search) against 100 (the new
+   ``ThresholdSettings.outlier_points``): time, and whether edges and outliers agree.
+
+(a) and (b) run with the current defaults of everything else (``outlier_points = 100``).
+Under Linux autogroup scheduling a process pool gets no more CPU than one process while
+other sessions keep the cores busy; (b) then shows no gain.
 
 The machine load (``os.getloadavg``) is printed beside each timing: on a shared machine
 the process-pool ratio is bounded by the idle cores.
@@ -112,6 +119,33 @@ def _main_job(**changes) -> dict:
             "brackets": [r["bracket"] for r in res.replicates]}
 
 
+def outlier_points_ratio() -> dict:
+    """(c): outliers with 400 and 100 scan points on the same laws."""
+    from dmftsolve.dynamics.dmft import solve_dmft
+    from dmftsolve.hessian.outlier_equation import outliers
+    from dmftsolve.thresholds.hessian_threshold import restricted
+
+    prob, hard = restricted(Problem.build(target="z**2", activation="gelu", eta=0.5))
+    times = {400: 0.0, 100: 0.0}
+    agree = True
+    for d in (6.63, 12.07, 18.0, 20.1, 20.7, 21.97, 24.3, 40.0):
+        r = solve_dmft(prob, d, n_paths=10_000, seed=0, steps=200, keep_samples_at=(100, 200),
+                       errors="batch", test_loss="none")
+        for t in (100, 200):
+            law = r.law(t)
+            res = {}
+            for n in (400, 100):
+                t0 = time.perf_counter()
+                res[n] = outliers(law, law.Vstar[:, list(hard)], d, unbounded_below=False, npoints=n,
+                                  throw=False)
+                times[n] += time.perf_counter() - t0
+            a, b = res[400], res[100]
+            agree &= (a.left_edge == b.left_edge and len(a.outliers) == len(b.outliers)
+                      and np.allclose(a.locations, b.locations, rtol=1e-9, atol=1e-12))
+    return {"npoints_400_s": times[400], "npoints_100_s": times[100], "ratio": times[400] / times[100],
+            "identical_edges_and_outliers": bool(agree)}
+
+
 def speed() -> dict:
     """Ratios (a) xtol 0.25 -> 1.0 and (b) serial -> process pool, baseline first, same seeds."""
     fine = _main_job(xtol=0.25, workers=1)
@@ -119,7 +153,8 @@ def speed() -> dict:
     pooled = _main_job(xtol=1.0, workers=None)
     same = (pooled["delta_nn"], pooled["stderr"], pooled["brackets"]) == \
         (coarse["delta_nn"], coarse["stderr"], coarse["brackets"])
-    return {"xtol_0.25_serial": fine, "xtol_1_serial": coarse, "xtol_1_pool": pooled,
+    return {"outlier_points": outlier_points_ratio(),
+            "xtol_0.25_serial": fine, "xtol_1_serial": coarse, "xtol_1_pool": pooled,
             "ratio_xtol_wall": fine["wall_s"] / coarse["wall_s"],
             "ratio_xtol_cpu": fine["cpu_s"] / coarse["cpu_s"],
             "ratio_xtol_dmft_runs": fine["dmft_runs"] / coarse["dmft_runs"],
@@ -143,6 +178,10 @@ def main() -> None:
             print(f"ratio xtol 0.25 -> 1.0: wall {sp['ratio_xtol_wall']:.2f}x, "
                   f"cpu {sp['ratio_xtol_cpu']:.2f}x, "
                   f"DMFT runs {sp['ratio_xtol_dmft_runs']:.2f}x")
+            op = sp["outlier_points"]
+            print(f"outliers, 16 laws: 400 points {op['npoints_400_s']:.2f} s, 100 points "
+                  f"{op['npoints_100_s']:.2f} s, ratio {op['ratio']:.2f}x, identical: "
+                  f"{op['identical_edges_and_outliers']}")
             print(f"ratio serial -> pool: wall {sp['ratio_pool_wall']:.2f}x (answer identical: "
                   f"{sp['pool_answer_identical']}); both: {sp['ratio_both_wall']:.2f}x")
     if "--simulator" in sys.argv:
