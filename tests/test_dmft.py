@@ -207,7 +207,7 @@ def test_settings_validation_names_the_field_and_value():
                         ({"n_paths": 2.5}, "n_paths must be an integer >= 1, got 2.5"),
                         ({"steps": -1}, "steps must be an integer >= 0, got -1"),
                         ({"method": "magic"}, "method must be 'stein' or 'pathwise', got 'magic'"),
-                        ({"errors": "none"}, "errors must be 'replicate' or 'batch', got 'none'"),
+                        ({"errors": "all"}, "errors must be 'replicate', 'batch' or 'none', got 'all'"),
                         ({"test_loss": "x"}, "test_loss must be 'mc', 'population' or 'none', got 'x'"),
                         ({"null_rtol": 2.0}, "null_rtol must be a number in \\[0, 1\\) or None, got 2.0"),
                         ({"reflect": (-1,)}, "reflect must hold integers >= 0"),
@@ -255,6 +255,21 @@ def test_memory_estimate_refuses_oversized_runs(monkeypatch):
         solve_dmft(GELU, 4.0, n_paths=1000, steps=10, errors="batch")
     monkeypatch.setattr(dmft, "available_memory_bytes", lambda: small)
     assert solve_dmft(GELU, 4.0, n_paths=1000, steps=10, errors="batch").ok
+
+
+def test_errors_none_gives_the_batch_kernels_bit_for_bit():
+    """errors="none" skips the per-batch kernels: Stein's pooled kernels, paths and observables
+    are exactly those of errors="batch" (same seed), and every error is NaN."""
+    kw = dict(n_paths=4000, seed=3, steps=8, keep_samples_at=(8,), test_loss="none")
+    for extra in ({}, {"antithetic": False, "stein_regression": True}):
+        a = solve_dmft(GELU, 4.0, errors="batch", **kw, **extra)
+        b = solve_dmft(GELU, 4.0, errors="none", **kw, **extra)
+        for f in ("Q", "Gamma", "R", "Cg", "M", "train_loss", "grad_norm", "cosine"):
+            np.testing.assert_array_equal(getattr(a, f), getattr(b, f), err_msg=f)
+        np.testing.assert_array_equal(a.law(8).D, b.law(8).D)
+        assert np.isnan(b.Q_err[1:]).all() and np.isnan(b.M_err[1:]).all()
+        assert all(np.isnan(b.Gamma_err[t, : t + 1]).all() for t in range(9))
+        assert np.isfinite(a.Q_err[1:]).all()
 
 
 def test_replicate_errors_are_built_into_a_frozen_result():

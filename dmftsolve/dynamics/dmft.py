@@ -115,6 +115,9 @@ Monte Carlo errors
     ``√n_batches`` — includes the propagation of kernel noise.
     ``errors="batch"``: batch means over the main paths, conditional on
     the kernels of earlier steps (see ``diagnostics["error_model"]``).
+    ``errors="none"``: no errors (NaN), and no per-batch estimates at all
+    (the kernels and paths are those of ``"batch"``: bit for bit with Stein,
+    to rounding, ~1e-9, with the pathwise method).
 """
 from __future__ import annotations
 
@@ -197,7 +200,7 @@ class DMFTSettings:
     keep_samples_at : sequence of int
         Steps at which the paths are kept (:meth:`DMFTResult.law`,
         :meth:`DMFTResult.samples`).
-    errors : {"replicate", "batch"}
+    errors : {"replicate", "batch", "none"}
         How the ``*_err`` arrays are estimated. ``"replicate"`` (default): the
         standard deviation over ``n_batches`` independent solves with
         ``n_paths / n_batches`` paths each (own kernels), divided by
@@ -206,6 +209,8 @@ class DMFTSettings:
         ``"batch"``: batch means over the main solve's paths, conditional on
         the kernels of earlier steps (cheap; underestimates the error of
         long-time quantities, by ~3× for ``Q(20,20)`` in the GeLU example).
+        ``"none"``: not estimated (NaN); skips the per-batch kernels (for
+        callers that only need the kernels or the paths, e.g. the threshold search).
     null_rtol : float, optional
         Relative pivot (innovation variance / ``Q(t,t)_jj``) below which an
         innovation counts as zero-variance. Default ``1e-4`` for ``"stein"``
@@ -256,7 +261,7 @@ class DMFTSettings:
     reflect: tuple[int, ...] = ()
     n_batches: int = 20
     keep_samples_at: tuple[int, ...] = ()
-    errors: Literal["replicate", "batch"] = "replicate"
+    errors: Literal["replicate", "batch", "none"] = "replicate"
     null_rtol: float | None = None
     test_loss: Literal["mc", "population", "none"] = "mc"
     stein_regression: bool = False
@@ -273,8 +278,8 @@ class DMFTSettings:
             object.__setattr__(self, "steps", _check_int("steps", self.steps, 0))
         if self.method not in ("stein", "pathwise"):
             raise ValueError(f"method must be 'stein' or 'pathwise', got {self.method!r}")
-        if self.errors not in ("replicate", "batch"):
-            raise ValueError(f"errors must be 'replicate' or 'batch', got {self.errors!r}")
+        if self.errors not in ("replicate", "batch", "none"):
+            raise ValueError(f"errors must be 'replicate', 'batch' or 'none', got {self.errors!r}")
         if self.test_loss not in ("mc", "population", "none"):
             raise ValueError(f"test_loss must be 'mc', 'population' or 'none', got {self.test_loss!r}")
         if self.null_rtol is not None:
@@ -584,7 +589,9 @@ class _Run:
         self.eta, self.lam = tr.eta, tr.lam
         self.held = list(tr.hold_zero)
         self.keep = set(cfg.keep_samples_at)
-        self.estimator = _estimator(cfg, B, nb, T, m)
+        self.pooled_only = cfg.errors == "none"
+        pooled_stein = self.pooled_only and cfg.method == "stein"
+        self.estimator = _estimator(cfg, 1 if pooled_stein else B, N if pooled_stein else nb, T, m)
         self.rng = as_generator(root)
         self.n_base = nb // ((2 if cfg.antithetic else 1) * (2 if cfg.reflect else 1))
         self.Vstar = self._draw_shared(k, cfg.reflect)  # (k, N)
@@ -699,8 +706,8 @@ class _Run:
         return D
 
     def _moments(self, t: int, z: np.ndarray, g: np.ndarray, null: np.ndarray,
-                 D: np.ndarray | None) -> tuple[StepMoments, np.ndarray, np.ndarray]:
-        """Per-batch moments of step ``t``: the estimator's input, ``Cν`` row and ``E[V* gᵀ]``."""
+                 D: np.ndarray | None) -> tuple[StepMoments, np.ndarray, np.ndarray, np.ndarray]:
+        """Per-batch moments of step ``t``: the estimator's input, ``Cν`` row, ``E[V* gᵀ]``, ``g``."""
         m, B, nb = self.m, self.B, self.nb
         tm, t1m = t * m, (t + 1) * m
         self.X[2 * tm + m: 2 * t1m] = g
@@ -709,25 +716,33 @@ class _Run:
         mom = ((gz_b @ Xb) / nb).reshape(B, 2 * m, t + 1, 2, m)
         g_b = gz_b[:, :m]  # (B, m, nb)
         self.zmean[:, self._blk(t)] = z.reshape(m, B, nb).mean(axis=-1).T
+        gz = mom[:, :m, :, 0, :].reshape(B, m, t1m)  # E_b[g^t ζ^{uᵀ}]
+        zz = mom[:, m:, :, 0, :].reshape(B, m, t1m)  # E_b[ζ^t ζ^{uᵀ}]
+        gmean, zmean = g_b.mean(axis=2), self.zmean[:, :t1m]
+        if self.pooled_only:  # one "batch": the pooled moments (the mean of equal batches)
+            gz, zz = gz.mean(axis=0)[None], zz.mean(axis=0)[None]
+            gmean, zmean = gmean.mean(axis=0)[None], zmean.mean(axis=0)[None]
         step = StepMoments(
-            t=t, m=m, g=g_b,
-            gz=mom[:, :m, :, 0, :].reshape(B, m, t1m),  # E_b[g^t ζ^{uᵀ}]
-            zz=mom[:, m:, :, 0, :].reshape(B, m, t1m),  # E_b[ζ^t ζ^{uᵀ}]
-            zmean=self.zmean[:, :t1m], null=null, null_mask=self.null_mask[:t1m].copy(),
-            L=self.Lb[:t1m, :t1m], D=D, R_row=self.Rb[self._blk(t), m:t1m],
-            eta_over_delta=self.eta / self.delta,
+            t=t, m=m, gmean=gmean, gz=gz, zz=zz, zmean=zmean, null=null,
+            null_mask=self.null_mask[:t1m].copy(), L=self.Lb[:t1m, :t1m], D=D,
+            R_row=self.Rb[self._blk(t), m:t1m], eta_over_delta=self.eta / self.delta,
         )
         Cn_b = mom[:, :m, :, 1, :].reshape(B, m, t1m) / self.delta  # E_b[g^t g^{uᵀ}]/δ
         EVg_b = (self.Vstar_b @ g_b.transpose(0, 2, 1)) / nb  # (B, k, m)
-        return step, Cn_b, EVg_b
+        return step, Cn_b, EVg_b, g_b
 
     def _advance(self, t: int, Gam: np.ndarray, Gam_b: np.ndarray, Cn_b: np.ndarray,
                  EVg_b: np.ndarray, g_b: np.ndarray) -> bool:
-        """Store row ``t`` of ``Γ, Cg`` and advance ``Q, R, M, b`` to ``t+1``; False if non-finite."""
+        """Store row ``t`` of ``Γ, Cg`` and advance ``Q, R, M, b`` to ``t+1``; False if non-finite.
+
+        The per-batch arrays (``Gam_b, Cn_b, EVg_b``) are advanced beside the pooled ones for
+        the batch errors; with ``errors="none"`` only the pooled ones are."""
         m, eta, lam, held, eye = self.m, self.eta, self.lam, self.held, self.eye
         blk, blk2 = self._blk(t), self._blk(t + 1)
         tm, t1m = t * m, (t + 1) * m
         Cn, EVg = Cn_b.mean(axis=0), EVg_b.mean(axis=0)
+        if self.pooled_only:
+            Gam_b, Cn_b, EVg_b = Gam_b[:0], Cn_b[:0], EVg_b[:0]
         self.Gb[blk, :t1m] = Gam
         self.Gb_err[blk, :t1m] = _batch_se(Gam_b)
         self.Cb[blk, :t1m] = Cn * self.delta
@@ -795,9 +810,9 @@ class _Run:
                 status, message, last = Status.NONFINITE, f"non-finite gradient g at step {t}", t - 1
                 break
             D = self._train_observables(t, V)
-            step, Cn_b, EVg_b = self._moments(t, z, g, null, D)
+            step, Cn_b, EVg_b, g_b = self._moments(t, z, g, null, D)
             Gam, Gam_b = self.estimator.row(step)
-            finite = self._advance(t, Gam, Gam_b, Cn_b, EVg_b, step.g)
+            finite = self._advance(t, Gam, Gam_b, Cn_b, EVg_b, g_b)
             blk = self._blk(t)
             self.out["test_loss"][t], self.out["test_loss_err"][t] = _test_loss(
                 self.problem, self.cfg.test_loss, self.M[t], self.Qb[blk, blk],
@@ -836,7 +851,8 @@ class _Run:
             "innovation_min_pivot": self.min_pivot,
             "zero_variance_innovations": self.n_null,
             "stein_regressed": np.zeros(n1, dtype=bool),
-            "error_model": "batch means over n_batches, conditional on earlier kernels "
+            "error_model": "none (errors='none')" if self.pooled_only else
+                           "batch means over n_batches, conditional on earlier kernels "
                            "(propagated kernel error not included)",
             "test_loss_source": self.cfg.test_loss,
             "Q_next": self.Qb[T1, T1].copy() if status is Status.SUCCESS else None,

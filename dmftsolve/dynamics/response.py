@@ -30,14 +30,15 @@ __all__ = ["StepMoments", "ResponseEstimator"]
 class StepMoments:
     """What the driver knows at step ``t`` that a response estimator may use.
 
-    ``B`` batches of ``nb`` paths each (``N = B·nb``); ``t1m = (t+1)·m``.
+    ``B`` batches of ``nb`` paths each (``N = B·nb``); ``t1m = (t+1)·m``. Without batch
+    errors (``errors="none"``) the moments are pooled into one batch (``B = 1``).
 
     Attributes
     ----------
     t, m : int
         Step and network width.
-    g : ndarray, shape (B, m, nb)
-        Gradients ``g^t`` of the paths, by batch.
+    gmean : ndarray, shape (B, m)
+        Batch means of the gradients ``g^t``.
     gz : ndarray, shape (B, m, t1m)
         Batch means ``E_b[g^t ζ^{uᵀ}]`` for ``u ≤ t`` (blocks of ``m`` columns).
     zz : ndarray, shape (B, m, t1m)
@@ -61,7 +62,7 @@ class StepMoments:
 
     t: int
     m: int
-    g: np.ndarray
+    gmean: np.ndarray
     gz: np.ndarray
     zz: np.ndarray
     zmean: np.ndarray

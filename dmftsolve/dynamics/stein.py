@@ -68,7 +68,7 @@ class SteinResponse:
         Sgz = np.concatenate([step.gz.mean(axis=0)[None], step.gz])
         Szz = np.concatenate([step.zz.mean(axis=0)[None], step.zz])
         if not self.antithetic:  # centre (regression with intercept)
-            gm = step.g.mean(axis=2)
+            gm = step.gmean
             gm = np.concatenate([gm.mean(axis=0)[None], gm])  # (B+1, m)
             zm = np.concatenate([step.zmean.mean(axis=0)[None], step.zmean])  # (B+1, t1m)
             Sgz = Sgz - gm[:, :, None] * zm[:, None, :]
