@@ -34,9 +34,10 @@ def register(subparsers: Any) -> None:
                    help="relative accuracy asked of the quadrature methods; the Monte Carlo "
                         "('binned') method is accepted up to max(rtol, 1e-2) (default: %(default)s)")
     p.add_argument("--method", default="auto",
-                   choices=("auto", "preimage", "additive", "binned"),
-                   help="auto (default): 'preimage' (exact, noiseless k=1), 'additive' (exact, "
-                        "y = h0(z) + c*eps), otherwise 'binned' (quasi-Monte Carlo)")
+                   choices=("auto", "preimage", "fibred", "additive", "binned"),
+                   help="auto (default): 'preimage' (exact, noiseless k=1), 'fibred' (exact, "
+                        "noiseless k=2 monotone along z1 or z2 on every line, e.g. z1*z2), "
+                        "'additive' (exact, y = h0(z) + c*eps), otherwise 'binned' (quasi-Monte Carlo)")
     p.add_argument("--seed", type=int, default=0,
                    help="random seed of the 'binned' method (default: %(default)s)")
     add_output_arguments(p)
@@ -47,6 +48,15 @@ def _fmt(x: float) -> str:
     if math.isinf(x):
         return "inf"
     return f"{x:.10g}"
+
+
+def _fmt_pm(x: float, err: float) -> str:
+    """``δ_alg ± error`` to the digits the error allows (at most 10 significant)."""
+    if math.isinf(x) or not math.isfinite(err) or x == 0.0:
+        return _fmt(x)
+    from dmftsolve.cli.spectrum import format_pm
+
+    return format_pm(x, max(err, 1e-10 * abs(x)))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -65,8 +75,10 @@ def run(args: argparse.Namespace) -> int:
     }
 
     def table() -> str:
-        rows = [["target", target.expr], ["k", target.k], ["delta_alg", _fmt(res.delta_alg)],
-                ["error", _fmt(res.error)], ["trivial", res.trivial], ["method", res.method],
+        rows = [["target", target.expr], ["k", target.k],
+                ["delta_alg", _fmt_pm(res.delta_alg, res.error)],
+                ["error", f"{res.error:.2g}" if math.isfinite(res.error) else _fmt(res.error)],
+                ["trivial", res.trivial], ["method", res.method],
                 ["status", res.status.value], ["elapsed [s]", f"{res.elapsed:.3g}"]]
         out = format_table(["quantity", "value"], rows)
         return out + (f"\n{res.message}" if res.message else "")
