@@ -36,10 +36,13 @@ Full size (not run in this session)::
 
     python validation/results_table.py --workers 2
 
-Estimated cost on one core: δ_alg seconds per target; each δ_NN search 15–60 s per seed at
-m = 1 (findings §7: 47–51 s for 3 seeds, long-time rule, GeLU), a few times that at m = 2:
-48 rows × 2 searches ≈ 1.5–3 CPU-hours; δ_50: 16 rows × 7 δ × 8 draws × ≈ 5 s ≈ 1.3
-CPU-hours. ``--quick`` (the test): three rows with tiny settings, written to ``--out``.
+Estimated cost on one core: δ_alg 0.1–8 s per target. δ_NN(t·η = 1), 3 seeds: measured here
+8 s for GeLU, m = 1, ``z² − 1`` (6.66 ± 0.72) but **527 s** for the same row at m = 2
+(6.26 ± 0.54), on the shared machine. The long-time rule (T = 200) costs ≈ 50 s per m = 1 row
+(findings §7) and, scaling like the early one, of the order of an hour per m = 2 row. So
+24 m = 1 rows ≈ 30 min, 24 m = 2 rows ≈ 10–25 CPU-hours; δ_50: 16 rows × 7 δ × 8 draws × ≈ 5 s
+≈ 1.3 CPU-hours. ``--quantities`` computes a subset (e.g. ``alg,nn_early``) and ``--only``
+selects rows. ``--quick`` (the test): three rows with tiny settings, written to ``--out``.
 """
 
 from __future__ import annotations
@@ -57,7 +60,6 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent / "figures"))
 
 from common import (  # noqa: E402
-    CacheMiss,
     PointCache,
     command_line,
     make_executor,
@@ -74,6 +76,8 @@ WIDTHS = [1, 2]
 #: lower end of the δ_NN search per activation: r² GD (and its DMFT) diverges at δ = 1 with
 #: η = 0.1 (non-finite gradient), which fails the whole search; findings §4.3 used 1.5
 LOW_BRACKET = {"quad": 1.5}
+KINDS = ("alg", "nn_early", "nn_long", "d50")
+K2 = ("z1*z2", "z1 + z1*z2")  # two target directions: no δ_50 (transition is for k = 1)
 TRANSITION_GRID = (2.0, 3.5, 5.0, 6.5, 8.0, 10.0, 13.0)
 FULL = {"n_paths": 10_000, "replicates": 3, "bracket": (1.0, 40.0), "grid": 6, "xtol": 1.0,
         "long_time": 200, "d": 1000, "draws": 8, "transition_steps": 400,
@@ -163,14 +167,16 @@ def compute(kind: str, target: str, act: str, m: int, cfg: dict[str, Any]) -> di
 # --------------------------------------------------------------------------- page
 def fmt(q: dict[str, Any] | None, digits: int = 2) -> str:
     if q is None:
-        return "not run"
+        return "not run yet"
     v = q.get("value")
+    if q.get("status") == "n/a":
+        return "n/a (needs m = k = 1)"
     if v is None:
         return f"— ({q.get('status')}: {q.get('why', '')[:90]})".replace("|", "/")
     if isinstance(v, float) and math.isinf(v):
         return "∞"
     err = q.get("error")
-    e = "" if err is None or not math.isfinite(err) else f" ± {err:.{digits}f}"
+    e = "" if err is None or not math.isfinite(err) else f" ± {err:.2g}"
     if err is None and q.get("bracket"):
         e = f" [{q['bracket'][0]:.2f}, {q['bracket'][1]:.2f}]"
     return f"{v:.{digits}f}{e}"
@@ -211,7 +217,7 @@ def render(rows: list[dict[str, Any]], cfg: dict[str, Any], cmd: str, quick: boo
         for k, label in (("alg", "δ_alg"), ("nn_early", "δ_NN(t·η = 1)"), ("nn_long", "δ_NN long"),
                          ("d50", "δ_50")):
             q = r.get(k) or {}
-            if k == "d50" and q.get("status") == "n/a":
+            if k == "d50" and (q.get("status") == "n/a" or (r["m"] != 1 or r["target"] in K2)):
                 continue
             el = q.get("elapsed")
             lines.append(f"   * {label}: `{c[k]}`" + (f" ({el:.0f} s here)" if el is not None else ""))
@@ -227,12 +233,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, default=None,
                    help="directory for results.md, results_table.json and the cache "
                         "(default: docs/results.md, validation/results/)")
-    p.add_argument("--replot", action="store_true", help="rebuild from the cache only")
+    p.add_argument("--replot", action="store_true",
+                   help="rebuild from the cache only (missing quantities shown as 'not run yet')")
     p.add_argument("--only", default=None, help="rows whose target contains this text")
+    p.add_argument("--quantities", default=",".join(KINDS),
+                   help=f"comma-separated subset of {','.join(KINDS)} to compute (the others are "
+                        "taken from the cache if there, else shown as 'not run')")
     args = p.parse_args(argv)
     cfg = dict(QUICK if args.quick else FULL)
     if args.workers < 1:
         p.error(f"--workers must be >= 1, got {args.workers}")
+    wanted = [k.strip() for k in args.quantities.split(",") if k.strip()]
+    if not wanted or set(wanted) - set(KINDS):
+        p.error(f"--quantities must name some of {list(KINDS)}, got {args.quantities!r}")
     rows_spec = cfg.get("rows") or [(t, a, m) for t in TARGETS for a in ACTIVATIONS for m in WIDTHS]
     if args.only:
         rows_spec = [r for r in rows_spec if args.only in r[0]]
@@ -243,35 +256,36 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     rows: list[dict[str, Any]] = []
     jobs: dict[Future, tuple[int, str, dict[str, Any]]] = {}
-    try:
-        with make_executor(args.workers, args.dask) as ex:
-            for i, (target, act, m) in enumerate(rows_spec):
-                row = {"target": target, "activation": act, "m": m, "eta": ACTIVATIONS[act],
-                       "commands": commands(target, act, m, cfg)}
-                rows.append(row)
-                for kind in ("alg", "nn_early", "nn_long", "d50"):
-                    key = {"kind": kind, "target": target} if kind == "alg" else \
-                        {"kind": kind, "target": target, "activation": act, "m": m,
-                         "eta": ACTIVATIONS[act], **settings}
-                    hit = cache.get(key)
-                    if hit is not None:
-                        row[kind] = hit
-                        cache.hits += 1
-                    elif args.replot:
-                        raise CacheMiss(f"--replot: row {target}, {act}, m={m}: {kind} not cached")
-                    elif ex is None:
-                        row[kind] = cache.put(key, compute(kind, target, act, m, cfg))
-                        cache.computed += 1
-                        print(f"[{target}, {act}, m={m}] {kind}: {fmt(row[kind])}", file=sys.stderr,
-                              flush=True)
-                    else:
-                        jobs[ex.submit(compute, kind, target, act, m, cfg)] = (i, kind, key)
-            for fut, (i, kind, key) in jobs.items():
-                rows[i][kind] = cache.put(key, fut.result())
-                cache.computed += 1
-    except CacheMiss as exc:
-        print(f"results_table: {exc}", file=sys.stderr)
-        return 1
+    missing = 0
+    with make_executor(args.workers, args.dask) as ex:
+        for i, (target, act, m) in enumerate(rows_spec):
+            row = {"target": target, "activation": act, "m": m, "eta": ACTIVATIONS[act],
+                   "commands": commands(target, act, m, cfg)}
+            rows.append(row)
+            for kind in KINDS:
+                key = {"kind": kind, "target": target} if kind == "alg" else \
+                    {"kind": kind, "target": target, "activation": act, "m": m,
+                     "eta": ACTIVATIONS[act], **settings}
+                hit = cache.get(key)
+                if hit is not None:
+                    row[kind] = hit
+                    cache.hits += 1
+                elif args.replot or (kind not in wanted
+                                     and not (kind == "d50" and (m != 1 or target in K2))):
+                    # not asked for, or --replot (which never computes): shown as 'not run yet';
+                    # an n/a δ_50 costs nothing and is always filled when computing
+                    row[kind] = None
+                    missing += 1
+                elif ex is None:
+                    row[kind] = cache.put(key, compute(kind, target, act, m, cfg))
+                    cache.computed += 1
+                    print(f"[{target}, {act}, m={m}] {kind}: {fmt(row[kind])}", file=sys.stderr,
+                          flush=True)
+                else:
+                    jobs[ex.submit(compute, kind, target, act, m, cfg)] = (i, kind, key)
+        for fut, (i, kind, key) in jobs.items():
+            rows[i][kind] = cache.put(key, fut.result())
+            cache.computed += 1
     cmd = command_line(argv and [sys.argv[0], *argv])
     md = render(rows, cfg, cmd, args.quick)
     out_md.parent.mkdir(parents=True, exist_ok=True)
@@ -281,10 +295,12 @@ def main(argv: list[str] | None = None) -> int:
     payload = {"settings": {**settings, "quick": bool(args.quick), "targets": TARGETS,
                             "activations": ACTIVATIONS, "widths": WIDTHS},
                "command": cmd, "diagnostics": {"elapsed": time.perf_counter() - t0, "cache_hits": cache.hits,
-                                               "computed": cache.computed}, "rows": rows}
+                                               "computed": cache.computed, "not_run": missing},
+               "rows": rows}
     with jpath.open("w") as fh:
         json.dump(jsonable(payload), fh, indent=1)
-    print(f"wrote {out_md} and {jpath} ({len(rows)} rows, {cache.computed} computed, {cache.hits} cached)",
+    print(f"wrote {out_md} and {jpath} ({len(rows)} rows, {cache.computed} computed, {cache.hits} cached, "
+          f"{missing} not run)",
           file=sys.stderr)
     return 0
 
