@@ -26,9 +26,9 @@ A row whose quantity fails says why (the status message: e.g. no hard direction,
 is undefined; a bracket without a sign change; a solver failure).
 
 Each (row, quantity) is cached under the hash of its full settings in
-``<out>/cache/results_table/`` (default ``validation/results/``), so re-running only computes
-what is missing and ``--replot`` rebuilds the page from the cache. The (row, quantity) jobs go
-through the executor (``--workers``, ``--dask``).
+``<out>/cache/results_table/`` (default ``validation/results/figures/``, beside the
+figures), so re-running only computes what is missing and ``--replot`` rebuilds the page
+from the cache. The (row, quantity) jobs go through the executor (``--workers``, ``--dask``).
 
 Run
 ---
@@ -60,6 +60,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent / "figures"))
 
 from common import (  # noqa: E402
+    DEFAULT_OUT,
     PointCache,
     command_line,
     make_executor,
@@ -232,7 +233,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--dask", default=None, metavar="ADDRESS")
     p.add_argument("--out", type=Path, default=None,
                    help="directory for results.md, results_table.json and the cache "
-                        "(default: docs/results.md, validation/results/)")
+                        f"(default: docs/results.md and {DEFAULT_OUT})")
     p.add_argument("--replot", action="store_true",
                    help="rebuild from the cache only (missing quantities shown as 'not run yet')")
     p.add_argument("--only", default=None, help="rows whose target contains this text")
@@ -250,7 +251,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.only:
         rows_spec = [r for r in rows_spec if args.only in r[0]]
     out_md = (args.out / "results.md") if args.out else ROOT / "docs" / "results.md"
-    out_dir = args.out or ROOT / "validation" / "results"
+    out_dir = args.out or DEFAULT_OUT
     cache = PointCache(out_dir, NAME, replot=args.replot)
     settings = {k: v for k, v in cfg.items() if k != "rows"}
     t0 = time.perf_counter()
