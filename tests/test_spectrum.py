@@ -364,3 +364,89 @@ def test_density_mass_rank_one_two_directions() -> None:
                   [[0.29192658, 0.45464871], [0.45464871, 0.70807342]]])
     res = bulk_spectrum(D, 3.0, npoints=1201, unbounded_below=False, unbounded_above=False)
     assert res.total_mass == pytest.approx(1.0, abs=5e-3)
+
+
+# --------------------------------------------------------------------------- the spectrum command (issue 8)
+_CLI_CASE = ["spectrum", "--target", "Min(z**2, 3)", "--activation", "quad", "--delta", "3"]
+
+
+def _spectrum_json(capsys, *extra: str) -> dict:
+    from dmftsolve.cli import main
+
+    assert main([*_CLI_CASE, *extra, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_cli_t0_is_deterministic_quadrature(capsys):
+    """t = 0: the exact law by quadrature, identical for every --seed (issue 8 §3)."""
+    a = _spectrum_json(capsys, "--t", "0", "--seed", "0", "--nodes", "60")
+    b = _spectrum_json(capsys, "--t", "0", "--seed", "1", "--nodes", "60")
+    assert a["law"]["kind"] == "quadrature"
+    assert a["summary"]["left_edge"] == b["summary"]["left_edge"]
+    assert a["summary"]["hard_outliers"] == b["summary"]["hard_outliers"]
+    edge = a["summary"]["left_edge"]
+    (out,) = a["summary"]["hard_outliers"]
+    # converged values (200 vs 300 nodes agree to 3e-7; tests/test_law.py): the reported error
+    # of the coarse 60-node rule covers the distance to them
+    assert abs(edge["value"] - (-2.136433)) <= edge["error"] + 2e-6
+    assert abs(out["location"]["value"] - (-2.198708)) <= out["location"]["error"] + 2e-6
+
+
+@pytest.mark.slow
+def test_cli_t0_default_nodes_good_to_four_digits(capsys):
+    a = _spectrum_json(capsys, "--t", "0")
+    edge, (out,) = a["summary"]["left_edge"], a["summary"]["hard_outliers"]
+    assert edge["error"] < 1e-5 and out["location"]["error"] < 1e-5
+    assert edge["value"] == pytest.approx(-2.136433, abs=1e-5)
+    assert out["location"]["value"] == pytest.approx(-2.198708, abs=1e-5)
+
+
+def test_cli_table_prints_value_with_error(capsys):
+    from dmftsolve.cli import main
+
+    assert main([*_CLI_CASE, "--t", "0", "--nodes", "60"]) == 0
+    text = capsys.readouterr().out
+    assert "left edge" in text and " ± " in text and "quadrature" in text
+
+
+@pytest.mark.slow
+def test_cli_t2_errors_cover_the_seed_spread(capsys):
+    """t = 2: two base seeds; |mean1 − mean2| <= 3·sqrt(se1² + se2²) for every edge and outlier."""
+    extra = ["--eta", "0.05", "--t", "2", "--paths", "40000", "--replicates", "4", "--points", "20"]
+    a = _spectrum_json(capsys, *extra, "--seed", "0")
+    b = _spectrum_json(capsys, *extra, "--seed", "100")
+    assert a["law"]["seeds"] == [0, 1, 2, 3]
+    pairs = [(a["summary"]["left_edge"], b["summary"]["left_edge"])]
+    for oa, ob in zip(a["summary"]["hard_outliers"], b["summary"]["hard_outliers"], strict=True):
+        pairs += [(oa["location"], ob["location"]), (oa["overlap2"], ob["overlap2"])]
+    for x, y in pairs:
+        assert len(x["values"]) == 4 and x["se"] > 0
+        assert abs(x["mean"] - y["mean"]) <= 3 * math.hypot(x["se"], y["se"])
+
+
+@pytest.mark.parametrize("argv, code, message", [
+    (["--t", "5", "--steps", "2"], 2, "--steps 2 differs from --t 5"),
+    (["--t", "0", "--plot", "/nonexistent-dir/x.png"], 2, "--plot"),
+    (["--eta", "50", "--t", "3", "--paths", "2000", "--replicates", "1"], 1, "GD diverges"),
+    (["--activation", "exp(r)", "--eta", "0.5", "--t", "10", "--paths", "2000", "--replicates", "1"], 1,
+     "nonfinite"),
+])
+def test_cli_failures_are_one_line(argv, code, message, capsys):
+    from dmftsolve.cli import main
+
+    args = ["spectrum", "--target", "Min(z**2,3)", "--activation", "quad", "--delta", "3", *argv]
+    if "exp(r)" in argv:
+        args = ["spectrum", "--delta", "3", *argv]
+    assert main(args) == code
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0] and "Traceback" not in err[0]
+
+
+def test_format_pm_digits_follow_the_error():
+    from dmftsolve.cli.spectrum import format_pm
+
+    assert format_pm(-2.96012, 0.0083) == "-2.960 ± 0.008"
+    assert format_pm(-3.0893, 0.0112) == "-3.089 ± 0.011"
+    assert format_pm(-2.1987081, 3e-7) == "-2.1987081 ± 0.0000003"
+    assert format_pm(0.5, None) == "0.5 ± ?"
+    assert format_pm(None, 0.1) == "none"

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -39,22 +40,23 @@ class WeightLaw:
     eig_min: np.ndarray  # (N_all,) smallest eigenvalue of each input sample
     eig_max: np.ndarray  # (N_all,)
 
-    @property
+    # cached: asked on every Newton step (frozen dataclass: cached_property writes __dict__ directly)
+    @cached_property
     def bound(self) -> float:
         """``max ‖D‖ (1 + δ^{-1/2})²``: the spectrum lies in ``λ ± bound``."""
         c = max(float(np.max(np.abs(self.eig_min))), float(np.max(np.abs(self.eig_max))))
         return c * (1.0 + self.delta**-0.5) ** 2
 
-    @property
+    @cached_property
     def scale(self) -> float:
         return max(self.bound, 1e-300)
 
-    @property
+    @cached_property
     def lower(self) -> float:
         """A point below the support: ``λ + min(0, min λ_min(D)) (1 + δ^{-1/2})²``."""
         return self.lam + min(0.0, float(self.eig_min.min())) * (1.0 + self.delta**-0.5) ** 2
 
-    @property
+    @cached_property
     def upper(self) -> float:
         return self.lam + max(0.0, float(self.eig_max.max())) * (1.0 + self.delta**-0.5) ** 2
 
@@ -82,6 +84,20 @@ def split_law(D: ArrayLike | Law, weights: ArrayLike | None) -> tuple[ArrayLike,
             raise ValueError("weights must be None when D is a Law (the Law carries its weights)")
         return D.D, D.weights
     return D, weights
+
+
+def law_flag(D: ArrayLike | Law, flag: bool | None, side: str) -> bool | None:
+    """``flag``, or when it is None and ``D`` is a Law, the Law's ``diagnostics["unbounded_<side>"]``.
+
+    A quadrature law knows whether ``D`` is bounded (:meth:`Law.initial` probes
+    ``D`` on growing boxes); a tail-index estimate on quadrature atoms would be
+    meaningless.
+    """
+    if flag is None and isinstance(D, Law):
+        value = D.diagnostics.get(f"unbounded_{side}")
+        if isinstance(value, bool):
+            return value
+    return flag
 
 
 def prepare_law(D: ArrayLike | Law, delta: Any, lam: Any, weights: ArrayLike | None) -> WeightLaw:

@@ -59,7 +59,7 @@ Kind = Literal["monte_carlo", "quadrature"]
 #: Half-width of the truncated range of a composite rule: P(|N(0,1)| > 9) ≈ 2e-19.
 TRUNCATION = 9.0
 #: Fewest nodes on one piece of a composite rule.
-_MIN_PIECE_NODES = 6
+_MIN_PIECE_NODES = 10
 
 
 # --------------------------------------------------------------------------- the Law
@@ -282,6 +282,7 @@ class Law:
             raise ValueError(f"nodes={nodes} gives {_plan_size(plan, int(nodes))} atoms in {n_full} "
                              "dimension(s), more than 2**26; lower nodes")
         law = _initial_law(problem, plan, int(nodes))
+        law.diagnostics.update(_probe_bounds(problem, plan))
         if error:
             coarse = _initial_law(problem, plan, max(4, (2 * int(nodes)) // 3))
             errs = {}
@@ -377,7 +378,7 @@ def gaussian_rule_1d(n: int, kinks: list[float] | tuple[float, ...] = ()) -> tup
     Without kinks: Gauss–Hermite (probabilists'). With kinks: composite
     Gauss–Legendre on ``[−L, L]`` (``L = max(9, max|kink| + 1)``) split at the kinks,
     each node weighted by the normal density, the nodes shared out over the
-    pieces in proportion to ``P(N(0, 2) ∈ piece)`` (at least 6 per piece), and
+    pieces in proportion to ``P(N(0, 2) ∈ piece)`` (at least 10 per piece), and
     the weights renormalised (the truncated mass is ``< 1e-18``).
     """
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
@@ -457,31 +458,17 @@ def _plan_size(plan: dict[str, Any], nodes: int) -> int:
 
 
 def _initial_law(problem: Problem, plan: dict[str, Any], nodes: int) -> Law:
-    k = problem.k
     rules = []
     for c in plan["coords"]:
         n = nodes if c["full"] else 3
         rules.append(gaussian_rule_1d(n, c["kinks"]))
     sizes = [x.size for x, _ in rules]
-    N = int(np.prod(sizes))
     grids = np.meshgrid(*[x for x, _ in rules], indexing="ij") if rules else []
     pts = np.stack([g.ravel() for g in grids], axis=-1)
     w = np.ones(1)
     for _, wj in rules:
         w = np.multiply.outer(w, wj).ravel()
-    Vstar = np.zeros((N, k))
-    g = np.zeros((N, plan["factor"].shape[1]))
-    eps = np.zeros(N)
-    for col, c in enumerate(plan["coords"]):
-        if c["role"] == "Vstar":
-            Vstar[:, c["index"]] = pts[:, col]
-        elif c["role"] == "xi":
-            g[:, c["index"]] = pts[:, col]
-        else:
-            eps = pts[:, col]
-    V = Vstar @ plan["M0"] + g @ plan["factor"].T
-    y = problem.labels(Vstar, eps)
-    D = problem.hess(y, V)
+    Vstar, V, D, y = _map_to_D(problem, plan, pts)
     if not (np.all(np.isfinite(y)) and np.all(np.isfinite(D))):
         raise ValueError("the label or D = ∇²ℓ is not finite at some quadrature node at t = 0 "
                          f"(target={problem.target.expr!r}, activation={problem.network.activation!r})")
@@ -497,3 +484,68 @@ def _initial_law(problem: Problem, plan: dict[str, Any], nodes: int) -> Law:
     }
     return Law(D=D[keep], Vstar=Vstar[keep], V=V[keep], y=y[keep], weights=w, kind="quadrature", t=0,
                diagnostics=diag)
+
+
+#: Probe radii for deciding whether ``D`` is bounded (see :func:`_probe_bounds`).
+_PROBE_RADII = (9.0, 30.0)
+
+
+def _probe_bounds(problem: Problem, plan: dict[str, Any]) -> dict[str, Any]:
+    """Whether the law of ``D`` is unbounded below / above, from ``D`` on growing boxes.
+
+    A quadrature rule cannot show a tail (its atoms stop near ``|x| ≈ 9``), and a
+    tail-index estimate on its weights means nothing. ``D`` is a function of the
+    Gaussian coordinates; its extreme eigenvalues on the grids ``[−9, 9]^dim`` and
+    ``[−30, 30]^dim`` (a grid through 0 and the kinks) are compared: a side is
+    declared unbounded when the extreme grows by more than ``5 %`` of
+    ``1 + (range of the spectrum of D on the small box)``, or is not finite. Exact for polynomials and
+    for functions that saturate by ``|x| = 9``; a logarithmic growth is
+    caught, a growth slower than that may not be.
+    """
+    full = [c for c in plan["coords"] if c["full"]]
+    per_dim = max(5, int((2e5) ** (1.0 / max(len(full), 1))))
+    ext = []
+    for radius in _PROBE_RADII:
+        axes = []
+        for c in plan["coords"]:
+            if not c["full"]:
+                axes.append(np.zeros(1))
+                continue
+            pts = np.linspace(-radius, radius, per_dim | 1)
+            axes.append(np.unique(np.concatenate([pts, np.asarray(c["kinks"], dtype=float)])))
+        grids = np.meshgrid(*axes, indexing="ij")
+        pts = np.stack([g.ravel() for g in grids], axis=-1)
+        D = _map_to_D(problem, plan, pts)[2]
+        if not np.all(np.isfinite(D)):
+            ext.append((-math.inf, math.inf))
+            continue
+        ev = D[:, 0, 0] if D.shape[1] == 1 else np.linalg.eigvalsh(D).reshape(D.shape[0], -1)
+        ext.append((float(np.min(ev)), float(np.max(ev))))
+    (lo1, hi1), (lo2, hi2) = ext
+    if not (math.isfinite(lo1) and math.isfinite(hi1)):
+        return {"unbounded_below": True, "unbounded_above": True,
+                "bounds_probe": "D not finite on the box |x| <= 9"}
+    tol = 0.05 * (1.0 + hi1 - lo1)
+    return {"unbounded_below": bool(lo2 < lo1 - tol), "unbounded_above": bool(hi2 > hi1 + tol),
+            "bounds_probe": {f"|x|<={r:g}": [a, b] for r, (a, b) in zip(_PROBE_RADII, ext, strict=True)}}
+
+
+def _map_to_D(problem: Problem, plan: dict[str, Any], pts: np.ndarray
+              ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``(Vstar, V, D, y)`` at points of the Gaussian coordinates of ``plan``."""
+    N = pts.shape[0]
+    Vstar = np.zeros((N, problem.k))
+    g = np.zeros((N, plan["factor"].shape[1]))
+    eps = np.zeros(N)
+    for col, c in enumerate(plan["coords"]):
+        if c["role"] == "Vstar":
+            Vstar[:, c["index"]] = pts[:, col]
+        elif c["role"] == "xi":
+            g[:, c["index"]] = pts[:, col]
+        else:
+            eps = pts[:, col]
+    V = Vstar @ plan["M0"] + g @ plan["factor"].T
+    with np.errstate(all="ignore"):
+        y = problem.labels(Vstar, eps)
+        D = problem.hess(y, V)
+    return Vstar, V, D, y

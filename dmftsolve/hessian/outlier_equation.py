@@ -72,6 +72,7 @@ from dmftsolve.hessian._resolvent import (
     WeightLaw,
     atom_mass,
     far_left,
+    law_flag,
     left_edge,
     prepare_law,
     real_start,
@@ -443,6 +444,8 @@ def outliers(
     Outliers
     """
     t0 = time.perf_counter()
+    unbounded_below = law_flag(D, unbounded_below, "below")
+    unbounded_above = law_flag(D, unbounded_above, "above")
     z = _law_z(D, z)
     law = prepare_law(D, delta, lam, weights)
     zk = _prepare_z(z, law)

@@ -69,6 +69,7 @@ from dmftsolve.hessian._resolvent import (
     atom_mass,
     default_eta,
     density_on,
+    law_flag,
     left_edge,
     prepare_law,
     solve_upper,
@@ -376,6 +377,8 @@ def bulk_spectrum(
     BulkSpectrum
     """
     t0 = time.perf_counter()
+    unbounded_below = law_flag(D, unbounded_below, "below")
+    unbounded_above = law_flag(D, unbounded_above, "above")
     law = prepare_law(D, delta, lam, weights)
     if method not in ("auto", "sc", "march"):
         raise ValueError(f"method must be 'auto', 'sc' or 'march', got {method!r}")
@@ -404,12 +407,12 @@ def bulk_spectrum(
     if ub:
         warnings.append(
             "law of D unbounded below: the bulk has no finite left edge "
-            f"(sample-law edge {left:.6g} is a finite-sample artefact)"
+            f"(the edge {left:.6g} of the atoms' law is an artefact of their finite number)"
         )
     if ua:
         warnings.append(
             "law of D unbounded above: the bulk has no finite right edge "
-            f"(sample-law edge {right:.6g} is a finite-sample artefact)"
+            f"(the edge {right:.6g} of the atoms' law is an artefact of their finite number)"
         )
     mass, info_atom = atom_mass(law, tol=tol, maxiter=maxiter)
     diagnostics |= info_atom
