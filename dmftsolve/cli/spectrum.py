@@ -48,7 +48,7 @@ When the law of D is unbounded below (square loss with an unbounded label, e.g.
 y = z**2 early in training) the bulk has no finite left edge: this is said, and
 no edge is printed (likewise above; e.g. σ = r² gives D unbounded above).
 
-Example (about 40 s on 2 cores):
+Example (measured: about 80 s of CPU time, 5 seeds; longer wall time on a busy machine):
   dmftsolve spectrum --target 'Min(z**2, 3)' --activation quad --eta 0.05 --delta 3 --t 2
 """
 
