@@ -332,7 +332,8 @@ class DMFTSettings:
         ``((T+2) m)²`` kernel stores (``Q, R, Γ`` and its error, ``Cg, L`` and
         the assembled copies), the estimator's store (pathwise
         ``N ((T+1) m)²``; Stein regression ``(B+1) ((T+1) m)²``), the kept
-        paths, and with ``errors="replicate"`` the replicates' ``Γ``.
+        paths, and with ``errors="replicate"`` the main result held while the
+        replicates run and each replicate's ``Γ``.
         """
         T, m, k = self.resolved_steps(problem), problem.m, problem.k
         N, B = self.total_paths(), self.n_batches
@@ -345,8 +346,8 @@ class DMFTSettings:
             n += PathwiseResponse.memory_bytes(n_paths=N, steps=T, m=m) // 8
         elif self.stein_regression:
             n += SteinResponse.memory_bytes(n_paths=N, n_batches=B, steps=T, m=m, regression=True) // 8
-        if self.errors == "replicate":
-            n += B * Tm1 * Tm1
+        if self.errors == "replicate":  # the main result, and each replicate's Γ kept for the spread
+            n += (5 + B) * Tm1 * Tm1
         return 8 * int(n)
 
     def to_dict(self, problem: Problem | None = None) -> dict[str, Any]:
@@ -899,8 +900,11 @@ def _replicate_errors(res: DMFTResult, problem: Problem, delta: float, cfg: DMFT
     rep_cfg = dataclasses.replace(
         cfg, n_paths=max(N // B, 8), n_batches=2, errors="batch", keep_samples_at=(), progress=False,
         throw=False, null_rtol=cfg.rtol, test_loss="none" if cfg.test_loss == "none" else "mc")
-    reps = [r for r in (_solve_once(problem, delta, rep_cfg, child(root, 1 + j), shared) for j in range(B))
-            if r.ok]
+    reps = []  # only what the spread needs (a replicate's full result holds five (T+1)² kernels)
+    for j in range(B):
+        r = _solve_once(problem, delta, rep_cfg, child(root, 1 + j), shared)
+        if r.ok:
+            reps.append({val: getattr(r, val) for val, _ in _ERR_FIELDS} | {"q_diag": r.q_diag})
     conditional = {err: getattr(res, err) for _, err in _ERR_FIELDS} | {"Q_err": res.Q_err}
     diagnostics = res.diagnostics | {"conditional_err": conditional, "replicates": len(reps),
                                      "error_model": _REPLICATE_MODEL}
@@ -912,9 +916,9 @@ def _replicate_errors(res: DMFTResult, problem: Problem, delta: float, cfg: DMFT
     else:
         n = len(reps)
         with np.errstate(over="ignore", invalid="ignore"):
-            errs = {err: np.stack([getattr(r, val) for r in reps]).std(axis=0, ddof=1) / math.sqrt(n)
+            errs = {err: np.stack([r[val] for r in reps]).std(axis=0, ddof=1) / math.sqrt(n)
                     for val, err in _ERR_FIELDS}
-            errs["Q_err"] = np.stack([r.q_diag for r in reps]).std(axis=0, ddof=1) / math.sqrt(n)
+            errs["Q_err"] = np.stack([r["q_diag"] for r in reps]).std(axis=0, ddof=1) / math.sqrt(n)
         errs["test_loss_err"] = np.hypot(errs["test_loss_err"], res.test_loss_err)
     return dataclasses.replace(res, diagnostics=diagnostics, warnings=warnings, **errs)
 
