@@ -6,7 +6,7 @@ import argparse
 import math
 from typing import Any
 
-from dmftsolve.cli._common import add_output_arguments, emit, format_table
+from dmftsolve.cli._common import add_output_arguments, emit, format_pm, format_table
 
 _DESCRIPTION = (
     "Compute δ_alg, the weak-recovery threshold of optimal first-order (spectral/AMP) methods: "
@@ -54,8 +54,6 @@ def _fmt_pm(x: float, err: float) -> str:
     """``δ_alg ± error`` to the digits the error allows (at most 10 significant)."""
     if math.isinf(x) or not math.isfinite(err) or x == 0.0:
         return _fmt(x)
-    from dmftsolve.cli.spectrum import format_pm
-
     return format_pm(x, max(err, 1e-10 * abs(x)))
 
 

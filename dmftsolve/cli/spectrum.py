@@ -12,6 +12,7 @@ from dmftsolve.cli._common import (
     add_output_arguments,
     add_problem_arguments,
     emit,
+    format_pm,
     format_table,
     problem_from_args,
 )
@@ -112,30 +113,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 # --------------------------------------------------------------------------- formatting
-def format_pm(value: float | None, err: float | None) -> str:
-    """``value ± err`` with the value rounded at the error's leading digit(s).
-
-    The error keeps two significant digits when they start with 1 or 2, else one;
-    a missing error (one seed) prints four significant digits and ``± ?``.
-    """
-    if value is None or not math.isfinite(value):
-        return "none" if value is None else str(value)
-    if err is None or not math.isfinite(err):
-        return f"{value:.4g} ± ?"
-    if err < 1e-10:  # nothing is resolved below the solvers' tolerances
-        return "0" if abs(value) < 1e-10 else f"{value:.10g}"
-    if abs(value) < err:
-        return f"0 ± {err:.1g}"
-    exp = math.floor(math.log10(err))
-    lead = err / 10**exp
-    sig = 2 if lead < 3 else 1
-    dec = sig - 1 - exp
-    if dec > 0:
-        return f"{value:.{dec}f} ± {err:.{dec}f}"
-    q = 10 ** (-dec)
-    return f"{round(value / q) * q:.0f} ± {math.ceil(err / q) * q:.0f}"
-
-
 def _stat(values: list[float]) -> dict[str, Any]:
     """Mean, standard error over seeds (``None`` with one value) and the values."""
     v = np.asarray(values, dtype=float)

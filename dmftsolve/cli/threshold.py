@@ -17,6 +17,7 @@ from dmftsolve.cli._common import (
     dmft_cost,
     emit,
     finite_float,
+    format_pm,
     format_table,
     positive_int,
     problem_from_args,
@@ -189,7 +190,7 @@ def _answer(res: Any) -> str:
         return f"delta_NN: none ({res.status.value})"
     n = len(res.replicates)
     if res.stderr is not None:
-        text = (f"delta_NN = {res.delta_nn:.4g} ± {res.stderr:.2g} (mean ± standard error over "
+        text = (f"delta_NN = {format_pm(res.delta_nn, res.stderr)} (mean ± standard error over "
                 f"{n} DMFT seeds)")
     else:
         text = (f"delta_NN = {res.delta_nn:.4g} (bracket {_bracket(res.bracket)}; one seed, "
