@@ -84,17 +84,24 @@ def _numbers(text: str, cast: type, kind: str) -> list:
     return values
 
 
-def _floats(text: str) -> list[float]:
+def floats(text: str) -> list[float]:
+    """argparse type: comma-separated finite numbers, e.g. ``"1,2.5"`` -> ``[1.0, 2.5]``."""
     return _numbers(text, float, "numbers")
 
 
-def _ints(text: str) -> list[int]:
+def ints(text: str) -> list[int]:
+    """argparse type: comma-separated integers, e.g. ``"0,3"`` -> ``[0, 3]``."""
     return _numbers(text, int, "integers")
+
+
+# Transitional aliases for cli/transition.py (helper D); remove once it imports ``floats``.
+_floats = floats
+_ints = ints
 
 
 def _matrix(text: str) -> list[list[float]]:
     """``"0.5,0;0,0.5"`` -> [[0.5, 0], [0, 0.5]] (rows separated by ';')."""
-    return [_floats(row) for row in text.split(";")]
+    return [floats(row) for row in text.split(";")]
 
 
 def add_problem_arguments(parser: argparse.ArgumentParser, **defaults: Any) -> None:
@@ -117,7 +124,7 @@ def add_problem_arguments(parser: argparse.ArgumentParser, **defaults: Any) -> N
                         "(default: %(default)s)")
     g.add_argument("--m", type=positive_int("--m"), default=d["m"],
                    help="hidden units (default: %(default)s)")
-    g.add_argument("--a", type=_floats, default=None,
+    g.add_argument("--a", type=floats, default=None,
                    help="second-layer weights, comma-separated (default: all ones)")
     g.add_argument("--loss", default=d["loss"],
                    help="square ((y-f)**2/2), logistic, or a sympy expression in y and f "
@@ -133,7 +140,7 @@ def add_problem_arguments(parser: argparse.ArgumentParser, **defaults: Any) -> N
                    help="warm start overlaps Θ*ᵀW0 (k×m), rows separated by ';', e.g. '0.5'")
     g.add_argument("--Q0", type=_matrix, default=None,
                    help="warm start Gram of the part of W0 orthogonal to Θ* (m×m); default q0·I")
-    g.add_argument("--hold-zero", type=_ints, default=[],
+    g.add_argument("--hold-zero", type=ints, default=[],
                    help="0-based target directions whose overlap is held at zero (restricted GD)")
     g.add_argument("--bias", action="store_true",
                    help="train a per-unit bias b (f = Σ_j a_j σ(w_jᵀx + b_j), b0 = 0, no ridge on b)")

@@ -16,8 +16,6 @@ import numpy as np
 
 from dmftsolve.cli._common import (
     CommandError,
-    _floats,
-    _ints,
     add_output_arguments,
     add_problem_arguments,
     add_progress_argument,
@@ -25,7 +23,9 @@ from dmftsolve.cli._common import (
     check_output_path,
     emit,
     finite_float,
+    floats,
     format_table,
+    ints,
     positive_int,
     problem_from_args,
     want_progress,
@@ -82,7 +82,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     g = parser.add_argument_group("simulation")
     g.add_argument("--d", type=positive_int("--d", 10**7), default=DEFAULTS["d"],
                    help="input dimension d (default: %(default)s)")
-    g.add_argument("--delta", type=_floats, default=DEFAULTS["delta"],
+    g.add_argument("--delta", type=floats, default=DEFAULTS["delta"],
                    help="sample ratio δ = n/d, one value or a comma list for a sweep "
                         "(default: 4,8,12,16)")
     g.add_argument("--trials", type=positive_int("--trials", 10**6), default=DEFAULTS["trials"],
@@ -98,7 +98,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "first and last (default: %(default)s)")
     g.add_argument("--n-test", type=positive_int("--n-test"), default=None,
                    help="fresh samples for the test loss (default: n)")
-    g.add_argument("--hessian-at", type=_ints, default=[],
+    g.add_argument("--hessian-at", type=ints, default=[],
                    help="comma list of steps at which to compute extreme Hessian eigenpairs "
                         "by Lanczos, e.g. '0,100'")
     g.add_argument("--n-eigs", type=positive_int("--n-eigs", 1000), default=4,

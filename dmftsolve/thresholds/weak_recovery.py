@@ -749,6 +749,104 @@ def _additive_noise(target: Target) -> tuple[sp.Expr, float] | None:
     return h0, c
 
 
+def _check_alg_inputs(method: Any, rtol: Any, n_samples: Any, n_scrambles: Any) -> None:
+    """Raise ``ValueError`` naming the first invalid argument of :func:`alg_threshold`."""
+    if method not in _METHODS:
+        raise ValueError(f"method must be one of {_METHODS}, got {method!r}")
+    if not (isinstance(rtol, (int, float)) and not isinstance(rtol, bool)
+            and math.isfinite(rtol) and 0 < rtol < 1):
+        raise ValueError(f"rtol must be a number in (0, 1), got {rtol!r}")
+    for name, v, lo in (("n_samples", n_samples, 2**10), ("n_scrambles", n_scrambles, 4)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo:
+            raise ValueError(f"{name} must be an integer >= {lo}, got {v!r}")
+
+
+def _choose_method(target: Target, method: str, additive: tuple[sp.Expr, float] | None) -> str:
+    """Resolve ``"auto"`` and check that an explicit method applies to ``target``."""
+    k = target.k
+    if method == "auto":
+        if not target.noisy and k == 1:
+            method = "preimage"
+        elif (not target.noisy and k == 2 and _fibre_axis(target) is not None
+              and not _has_atoms(target_h2(target), as_generator(12345))):
+            method = "fibred"
+        elif additive is not None and k <= 2:
+            method = "additive"
+        else:
+            method = "binned"
+    if method == "preimage" and (target.noisy or k != 1):
+        raise ValueError(f"method='preimage' needs a noiseless k=1 target, got {target.expr!r}")
+    if method == "fibred" and (target.noisy or k != 2):
+        raise ValueError(f"method='fibred' needs a noiseless k=2 target, got {target.expr!r}")
+    if method == "fibred" and _fibre_axis(target) is None:
+        raise ValueError(f"method='fibred' needs h monotone along z1 or z2 on every line, "
+                         f"got {target.expr!r}")
+    if method == "additive" and additive is None:
+        raise ValueError(f"method='additive' needs y = h0(z) + c*eps with constant c != 0, "
+                         f"got {target.expr!r}")
+    return method
+
+
+def _deterministic_branch(out: dict, rtol: float, diagnostics: dict, notes: list[str]) -> tuple:
+    """Spectral radius, trivial statistic and tolerances from a quadrature method's output."""
+    status = Status.SUCCESS
+    lam, eigs, top = _spectral(out["T4"])
+    lam_err = out["lam_err"]
+    triv = _gram_top(out["Tm"])
+    trivial = triv > max(1e-9, 10 * out["triv_err"])
+    diagnostics.update(out["diagnostics"])
+    diagnostics.update({"trivial_statistic": triv, "trivial_error": out["triv_err"],
+                        "trivial_gram": out["Tm"], "F_eigenvalues": eigs,
+                        "easy_subspace": top})
+    zero_tol = max(1e-12, 10 * lam_err)
+    if not out["converged"]:
+        status = Status.NOT_CONVERGED
+        notes.append(f"quadrature did not reach rtol={rtol:g} (error estimate "
+                     f"{lam_err:.3g} on ρ(F))")
+    return status, lam, lam_err, triv, trivial, zero_tol, rtol
+
+
+def _binned_branch(target: Target, n_samples: int, n_scrambles: int, gen: np.random.Generator,
+                   rtol: float, diagnostics: dict, notes: list[str]) -> tuple:
+    """Spectral radius, trivial statistic and tolerances from the binned Monte Carlo method."""
+    out = _binned(target, n_samples, n_scrambles, gen)
+    lam, lam_err = out["lam"], out["lam_err"]
+    glob, coords = _flip_symmetric(target, gen)
+    if glob or all(coords):
+        triv, trivial = 0.0, False
+        notes.append("E[z|y] = 0 by the sign symmetry of h")
+    else:
+        triv = out["triv"]
+        trivial = triv > 5 * out["triv_se"] and triv > 1e-6
+    diagnostics.update(out["diagnostics"])
+    diagnostics.update({"trivial_statistic": triv, "trivial_error": out["triv_se"],
+                        "sign_symmetric": glob, "coordinate_sign_symmetric": coords,
+                        "spectral_radius_standard_error": out["lam_se"]})
+    return Status.SUCCESS, lam, lam_err, triv, trivial, 3 * out["lam_se"], max(rtol, 1e-2)
+
+
+def _conclude(k: int, method: str, status: Status, lam: float, lam_err: float, trivial: bool,
+              zero_tol: float, accept: float, notes: list[str]) -> tuple[float, float, Status]:
+    """``(δ_alg, error, status)`` from the spectral radius ``ρ(F)`` and the trivial test."""
+    if trivial:
+        notes.insert(0, "E[z|y] ≠ 0: the directions in the range of E_y[E[z|y]E[z|y]ᵀ] are "
+                        "learned by a linear step at any δ > 0, so δ_alg = 0"
+                     + ("" if k == 1 else "; the threshold of the remaining directions "
+                        "(conditioning on the learned ones) is not computed"))
+        return 0.0, 0.0, status
+    if lam <= zero_tol:
+        notes.insert(0, f"G(y) = E[zzᵀ − I | y] ≡ 0 (ρ(F) = {lam:.3g} ± {lam_err:.2g}): no "
+                        "first-order method recovers the hard directions at any δ, δ_alg = ∞")
+        return math.inf, math.inf, status
+    delta = 1.0 / lam
+    err = lam_err / lam**2
+    if method == "binned" and err > accept * delta:
+        status = Status.NOT_CONVERGED
+        notes.append(f"Monte Carlo/binning error {err:.3g} exceeds {accept:g}·δ_alg; "
+                     "raise n_samples")
+    return delta, err, status
+
+
 def alg_threshold(
     target_or_problem: Any,
     *,
@@ -797,45 +895,19 @@ def alg_threshold(
     """
     start = time.perf_counter()
     target = _as_target(target_or_problem)
-    if method not in _METHODS:
-        raise ValueError(f"method must be one of {_METHODS}, got {method!r}")
-    if not (isinstance(rtol, (int, float)) and not isinstance(rtol, bool)
-            and math.isfinite(rtol) and 0 < rtol < 1):
-        raise ValueError(f"rtol must be a number in (0, 1), got {rtol!r}")
-    for name, v, lo in (("n_samples", n_samples, 2**10), ("n_scrambles", n_scrambles, 4)):
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo:
-            raise ValueError(f"{name} must be an integer >= {lo}, got {v!r}")
+    _check_alg_inputs(method, rtol, n_samples, n_scrambles)
     gen = as_generator(rng)
     k = target.k
     additive = _additive_noise(target)
     auto = method == "auto"
-    if method == "auto":
-        if not target.noisy and k == 1:
-            method = "preimage"
-        elif (not target.noisy and k == 2 and _fibre_axis(target) is not None
-              and not _has_atoms(target_h2(target), as_generator(12345))):
-            method = "fibred"
-        elif additive is not None and k <= 2:
-            method = "additive"
-        else:
-            method = "binned"
-    if method == "preimage" and (target.noisy or k != 1):
-        raise ValueError(f"method='preimage' needs a noiseless k=1 target, got {target.expr!r}")
-    if method == "fibred" and (target.noisy or k != 2):
-        raise ValueError(f"method='fibred' needs a noiseless k=2 target, got {target.expr!r}")
-    if method == "additive" and additive is None:
-        raise ValueError(f"method='additive' needs y = h0(z) + c*eps with constant c != 0, "
-                         f"got {target.expr!r}")
+    method = _choose_method(target, method, additive)
     settings = {"target": target.expr, "k": k, "method": method, "rtol": rtol}
     diagnostics: dict[str, Any] = {"k": k, "noisy": target.noisy}
-    status, notes = Status.SUCCESS, []
+    notes: list[str] = []
 
+    fibred_out = None
     if method == "fibred":
-        axis = _fibre_axis(target)
-        if axis is None:
-            raise ValueError(f"method='fibred' needs h monotone along z1 or z2 on every line, "
-                             f"got {target.expr!r}")
-        fibred_out = _fibred(target, rtol, axis)
+        fibred_out = _fibred(target, rtol, _fibre_axis(target))
         if auto and not fibred_out["converged"]:
             notes.append(f"fibred quadrature did not converge (error {fibred_out['lam_err']:.2g} on ρ(F)); "
                          "used the binned Monte Carlo method")
@@ -850,57 +922,14 @@ def alg_threshold(
             out = fibred_out
         else:
             out = _additive(target, *additive, rtol)
-        lam, eigs, top = _spectral(out["T4"])
-        lam_err = out["lam_err"]
-        triv = _gram_top(out["Tm"])
-        trivial = triv > max(1e-9, 10 * out["triv_err"])
-        diagnostics.update(out["diagnostics"])
-        diagnostics.update({"trivial_statistic": triv, "trivial_error": out["triv_err"],
-                            "trivial_gram": out["Tm"], "F_eigenvalues": eigs,
-                            "easy_subspace": top})
-        zero_tol = max(1e-12, 10 * lam_err)
-        if not out["converged"]:
-            status = Status.NOT_CONVERGED
-            notes.append(f"quadrature did not reach rtol={rtol:g} (error estimate "
-                         f"{lam_err:.3g} on ρ(F))")
-        accept = rtol
+        branch = _deterministic_branch(out, rtol, diagnostics, notes)
     else:
         settings.update({"n_samples": int(n_samples), "n_scrambles": int(n_scrambles),
                          "seed": rng if isinstance(rng, (int, np.integer)) else None})
-        out = _binned(target, int(n_samples), int(n_scrambles), gen)
-        lam, lam_err = out["lam"], out["lam_err"]
-        glob, coords = _flip_symmetric(target, gen)
-        if glob or all(coords):
-            triv, trivial = 0.0, False
-            notes.append("E[z|y] = 0 by the sign symmetry of h")
-        else:
-            triv = out["triv"]
-            trivial = triv > 5 * out["triv_se"] and triv > 1e-6
-        diagnostics.update(out["diagnostics"])
-        diagnostics.update({"trivial_statistic": triv, "trivial_error": out["triv_se"],
-                            "sign_symmetric": glob, "coordinate_sign_symmetric": coords,
-                            "spectral_radius_standard_error": out["lam_se"]})
-        zero_tol = 3 * out["lam_se"]
-        accept = max(rtol, 1e-2)
+        branch = _binned_branch(target, int(n_samples), int(n_scrambles), gen, rtol, diagnostics, notes)
+    status, lam, lam_err, triv, trivial, zero_tol, accept = branch
     diagnostics.update({"spectral_radius": lam, "spectral_radius_error": lam_err})
-
-    if trivial:
-        delta, err = 0.0, 0.0
-        notes.insert(0, "E[z|y] ≠ 0: the directions in the range of E_y[E[z|y]E[z|y]ᵀ] are "
-                        "learned by a linear step at any δ > 0, so δ_alg = 0"
-                     + ("" if k == 1 else "; the threshold of the remaining directions "
-                        "(conditioning on the learned ones) is not computed"))
-    elif lam <= zero_tol:
-        delta, err = math.inf, math.inf
-        notes.insert(0, f"G(y) = E[zzᵀ − I | y] ≡ 0 (ρ(F) = {lam:.3g} ± {lam_err:.2g}): no "
-                        "first-order method recovers the hard directions at any δ, δ_alg = ∞")
-    else:
-        delta = 1.0 / lam
-        err = lam_err / lam**2
-        if method == "binned" and err > accept * delta:
-            status = Status.NOT_CONVERGED
-            notes.append(f"Monte Carlo/binning error {err:.3g} exceeds {accept:g}·δ_alg; "
-                         "raise n_samples")
+    delta, err, status = _conclude(k, method, status, lam, lam_err, trivial, zero_tol, accept, notes)
     result = AlgThreshold(delta_alg=delta, trivial=bool(trivial), error=err, method=method,
                           status=status, message="; ".join(notes), settings=settings,
                           diagnostics=diagnostics, elapsed=time.perf_counter() - start)
