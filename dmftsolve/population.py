@@ -1,7 +1,7 @@
 """Population (test) loss of a two-layer network described by its overlaps.
 
 For a fresh sample the pre-activations are ``V = Mᵀ V* + Ξ (+ b)`` with
-``V* ~ N(0, I_k)``, ``Ξ ~ N(0, Q)`` independent (``THEORY.md`` §2, test
+``V* ~ N(0, I_k)``, ``Ξ ~ N(0, Q)`` independent (``docs/theory.md`` §2.2, test
 averages), where ``M = Θ*ᵀW`` (``k×m``) are the overlaps with the target
 directions and ``Q = W_⊥ᵀW_⊥`` (``m×m``) is the Gram of the part of ``W``
 orthogonal to them, and ``b ∈ R^m`` the bias of the network (if it has

@@ -2,7 +2,7 @@
 
 One frozen, validated :class:`Problem` feeds every part of the library: the
 DMFT solver, the Hessian spectrum, the thresholds and the finite-d simulator.
-Conventions are those of ``THEORY.md`` §1:
+Conventions are those of ``docs/theory.md`` §1:
 
 * ``x ~ N(0, I_d)``, latent ``V* = Θ*ᵀx ∈ R^k``, noise ``ε ~ N(0, 1)``,
   label ``y = h(V*, ε)``;

@@ -1,4 +1,4 @@
-"""Easy/hard split of the target directions (THEORY.md §4)."""
+"""Easy/hard split of the target directions (docs/theory.md §4.1)."""
 
 from __future__ import annotations
 

@@ -57,7 +57,7 @@ def test_tanh_law_outliers(delta: float, location: float | None) -> None:
     assert o.residual < 1e-10
     assert 0 < o.overlap2 < 1
     assert o.location < res.left_edge
-    # the scalar secular equation of THEORY.md §4: 1/s + E[(z² − 1) D/(1 + sD/δ)] = 0
+    # the scalar secular equation of docs/theory.md §4.2: 1/s + E[(z² − 1) D/(1 + sD/δ)] = 0
     s = stieltjes_trace(D, delta, o.location, weights=w).real
     assert 1 / s + w @ ((z**2 - 1) * D / (1 + s * D / delta)) == pytest.approx(0.0, abs=1e-8)
     json.dumps(res.to_dict())

@@ -377,7 +377,7 @@ def test_problem_must_be_a_problem():
 # ----------------------------------------------------------------------------- transition
 @pytest.mark.slow
 def test_quad_neuron_transition_between_delta_3_and_6():
-    """THEORY.md §5 observations: the r² neuron at d=500, η=0.05, 2000 steps succeeds
+    """docs/findings.md §1.1 observations: the r² neuron at d=500, η=0.05, 2000 steps succeeds
     (cosine > 1/2) rarely at δ = 3 and commonly at δ = 6."""
     p = reference_problem("quad_phase", eta=0.05, steps=2000)
     low = simulate(p, d=500, delta=3.0, seed=100, trials=6, record_every=100)

@@ -1,7 +1,7 @@
 """Small, fast versions of ``validation/spectrum_vs_simulation.py``.
 
 Hessian bulk and hard-direction outliers predicted from the DMFT law of ``(D, z_hard)`` at step
-``t`` against the dense Hessian of the finite-d GD run on the same problem (THEORY.md §3-§4),
+``t`` against the dense Hessian of the finite-d GD run on the same problem (docs/theory.md §3-§4),
 and the O(1)-step learning of a direction with ``E[zy] = 0`` but ``E[z | y] ≠ 0``.
 Tolerances are ``C/√d`` plus a multiple of the DMFT Monte Carlo error (estimated from the
 two halves of the paths), fixed seeds throughout.
@@ -67,9 +67,9 @@ def test_replay_matches_simulate():
 
 # --------------------------------------------------------------------------- bulk
 def test_bulk_density_matches_simulated_spectrum():
-    # GeLU neuron, bounded target (THEORY §4's h = min(z², 3)), δ = 4, η = 0.2, hard direction
+    # GeLU neuron, bounded target (docs/theory.md §4.5's h = min(z², 3)), δ = 4, η = 0.2, hard direction
     # held at zero, t = 5. Reference: the DMFT law of D at t = 5 in the Stieltjes equation of
-    # THEORY §3. The validation run (d = 2000) has KS ≈ 0.01; the plug-in law (the simulator's
+    # docs/theory.md §3. The validation run (d = 2000) has KS ≈ 0.01; the plug-in law (the simulator's
     # own D_i) gives the pure random-matrix error, ≈ 0.005 at d = 600.
     d, delta, t = 400, 4.0, 5
     p = Problem.build(target="Min(z**2, 3)", activation="gelu", eta=0.2, steps=t, hold_zero=(0,))
@@ -96,7 +96,7 @@ def test_bulk_density_matches_simulated_spectrum():
 
 
 def test_bulk_unbounded_law_has_no_left_edge():
-    # y = z²: D = σ'² + (σ − y)σ'' is unbounded below at early times (THEORY §3): no left edge.
+    # y = z²: D = σ'² + (σ − y)σ'' is unbounded below at early times (docs/theory.md §3.5): no left edge.
     p = Problem.build(target="z**2", activation="gelu", eta=0.2, steps=0, hold_zero=(0,))
     r = solve_dmft(p, 4.0, n_paths=20_000, seed=1, keep_samples_at=(0,))
     D = r.samples(0)["D"][:, 0, 0]
@@ -144,7 +144,7 @@ def test_no_outlier_after_training():
 
 def test_outlier_non_sign_symmetric_hard_direction():
     # y = 3·1_A(z), A = (−∞, −c) ∪ (1.5, 2.5) with φ(c) = φ(1.5) − φ(2.5): E[z | y] = 0
-    # exactly, but the law of (y, z) is not invariant under z → −z. THEORY §4 "Beyond sign
+    # exactly, but the law of (y, z) is not invariant under z → −z. docs/theory.md §4.6 "Beyond sign
     # symmetry": the outlier equation should still hold. GeLU, δ = 8, t = 0: predicted −0.414,
     # overlap² 0.44 (exact law, 200k samples).
     c = svs.C_IND

@@ -2,7 +2,7 @@
 
 Purpose
 -------
-With the library's conventions (``THEORY.md``: x ~ N(0, I_d), y = z², single neuron
+With the library's conventions (``docs/theory.md`` §1: x ~ N(0, I_d), y = z², single neuron
 f = σ(wᵀx), a = 1 fixed, no bias, loss (y − f)²/2, full-batch GD from w0 ~ N(0, I/d)),
 the simulator's 50 % success point of a GeLU neuron is δ_50 ≈ 9–12 (d = 250–1000) and of
 σ(u) = u² ("quad") ≈ 5, while Montanari & Wang (arXiv:2602.01434) report sharp transitions

@@ -3,7 +3,7 @@
 Cases (square loss, q0 = 1 unless stated):
 
 1. ``gelu_z2_hold``  GeLU neuron, y = z², hard direction held at zero, δ = 4, η = 0.2, 50 steps.
-2. ``quad_z2_hold``  r² neuron, y = z², held at zero, δ = 3, η = 0.05, 50 steps (THEORY §2 check).
+2. ``quad_z2_hold``  r² neuron, y = z², held at zero, δ = 3, η = 0.05, 50 steps (docs/theory.md §2.9 check).
 3. ``gelu_z2_warm``  GeLU neuron, y = z², warm start M0 = 0.5, Q0 = 0.75, δ = 4, η = 0.2, 50 steps.
 4. ``gelu_easy_hard`` GeLU neuron, y = z1 + z2², unrestricted GD, δ = 4, η = 0.2, 40 steps.
 5. ``width2_staircase`` two GeLU units (a = 1, 1), y = z1 + z1·z2, δ = 4, η = 0.2, 40 steps.

@@ -1,4 +1,4 @@
-"""Hessian spectrum along training: DMFT theory against finite-d GD (THEORY.md §3-§4).
+"""Hessian spectrum along training: DMFT theory against finite-d GD (docs/theory.md §3-§4).
 
 Three checks, all on the same :class:`~dmftsolve.problem.Problem` for theory and simulation:
 
@@ -275,7 +275,7 @@ def cases() -> dict[str, dict[str, Any]]:
                            delta=4.0, times=(0, 20), d=d2, trials=1, hard=(0, 1), bulk=True,
                            outl=False, unbounded_below=True, unbounded_above=True,
                            n_density=N_DENSITY_M2, npoints=120),
-        # 2. outliers: THEORY §4 set-up (σ = r², h = min(z², 3)) at δ = 3 and 6
+        # 2. outliers: docs/theory.md §4.5 set-up (σ = r², h = min(z², 3)) at δ = 3 and 6
         "quad_min_d3": dict(problem=Problem.build(target="Min(z**2, 3)", activation="quad", eta=0.1,
                                                   steps=10, hold_zero=(0,)),
                             delta=3.0, times=(0, 2, 5, 10), d=d_out, trials=3, hard=(0,), bulk=False,

@@ -1,4 +1,4 @@
-"""``dmftsolve dmft``: solve the discrete-time DMFT of GD (THEORY.md §2)."""
+"""``dmftsolve dmft``: solve the discrete-time DMFT of GD (docs/theory.md §2)."""
 
 from __future__ import annotations
 

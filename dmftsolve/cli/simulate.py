@@ -39,7 +39,7 @@ DEFAULTS: dict[str, Any] = {
 }
 
 DESCRIPTION = """\
-Run full-batch gradient descent at finite d on the problem (THEORY.md §1):
+Run full-batch gradient descent at finite d on the problem (docs/theory.md §1):
 x ~ N(0, I_d), n = round(δ d) samples, Θ* = the first k coordinate axes,
 W ← (1 − ηλ) W − (η/n) Xᵀ G. Each (δ, trial) is an independent run with fresh
 data, labels and initialisation; trials run in parallel on --workers processes.

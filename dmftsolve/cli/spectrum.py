@@ -1,4 +1,4 @@
-"""``dmftsolve spectrum``: bulk Hessian spectrum and outliers at a step t (docs/theory.md, THEORY.md §3–4)."""
+"""``dmftsolve spectrum``: bulk Hessian spectrum and outliers at a step t (docs/theory.md §3–§4)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``dmftsolve threshold``: the feature-learning threshold δ_NN (THEORY.md §5)."""
+"""``dmftsolve threshold``: the feature-learning threshold δ_NN (docs/theory.md §5)."""
 
 from __future__ import annotations
 

@@ -1,9 +1,9 @@
 """The time-translation-invariant (TTI) fixed point of the DMFT: where GD converges.
 
 When GD converges, the DMFT kernels become time-translation invariant and the
-long-time state solves static equations (THEORY.md §5). With
+long-time state solves static equations (docs/theory.md §5.4). With
 ``Γ = Σ_s Γ(t, s)`` the integrated response and ``χ = η Σ_τ R(τ)`` the
-integrated parameter response, summing the recursions of THEORY.md §2 gives
+integrated parameter response, summing the recursions of docs/theory.md §2 gives
 ``χ = (λ I + Γ)^{-1}`` and a memory term ``−(η/δ) Σ_s R(t, s+1) g^s → −κ g``
 with ``κ = χ/δ``. The sample process becomes a proximal map and the
 parameter process a linear Gaussian equation:

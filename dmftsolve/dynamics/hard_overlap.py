@@ -9,7 +9,7 @@ restricted trajectory (hard overlap held at 0) does not vanish. Linearised in
     m_{t+1} = m_t − η Σ_{s≤t} Γ*(t,s) m_s − η ν*_t,        m_0 ~ N(0, q0),
     Γ*(t,s) = E[z² D^t J(t,s)],        E[ν*_t ν*_s] = (1/δ) E[z² g^t g^s],
 
-with ``J(t,s) = ∂V^t/∂Ξ^s`` the path response of ``THEORY.md`` §2 and the expectations
+with ``J(t,s) = ∂V^t/∂Ξ^s`` the path response of ``docs/theory.md`` §2.5 and the expectations
 over the restricted DMFT's sample process.
 
 Derivation (sketch). ``M_{t+1} = M_t − (η/n) Σ_i z_i g_i^t``. (i) A perturbation ``dM``

@@ -1,7 +1,7 @@
 """The law of the training fields at one time, as weighted atoms.
 
 A :class:`Law` holds ``N`` atoms of the joint law of the fields that enter
-the Hessian at one GD step (THEORY.md §3–4): the weight matrix
+the Hessian at one GD step (docs/theory.md §3–§4): the weight matrix
 ``D = ∇²_V ℓ(y, V)`` (``N×m×m``), the target coordinates ``V* = Θ*ᵀx``
 (``N×k``), and optionally the pre-activations ``V`` (``N×m``) and the label
 ``y`` (``N``), with probabilities ``weights`` (``None``: equal weights, as

@@ -1,8 +1,8 @@
 """Outliers of ``H = (1/n) Σ_i x_i x_iᵀ ⊗ D_i + λ I`` along the hard latent directions.
 
-Setting (THEORY.md §4): ``x_i = (z_i, x_i^⊥)`` with hard coordinates
+Setting (docs/theory.md §4.2): ``x_i = (z_i, x_i^⊥)`` with hard coordinates
 ``z_i ∈ R^k`` and ``D_i`` depending on ``x_i`` only through ``(z_i, y_i, …)``,
-not on ``x_i^⊥`` (for GD Hessians this needs the sign symmetry of THEORY.md §4).
+not on ``x_i^⊥`` (for GD Hessians this needs the sign symmetry of docs/theory.md §4.2).
 A real ``x`` outside the bulk is an eigenvalue of ``H`` with an eigenvector
 in ``(hard subspace) ⊗ R^m`` iff ``det M(x) = 0``, where
 
@@ -605,7 +605,7 @@ def training_outliers(
     that matches finite-``d`` GD Hessians
     (``validation/learned_outliers_vs_simulation.py``); its derivation is open.
     When the hard directions are uncorrelated with the learned ones in the
-    outlier matrix (sign symmetry, THEORY.md §4), the hard outliers coincide
+    outlier matrix (sign symmetry, docs/theory.md §4.2), the hard outliers coincide
     with those of :func:`outliers` on the hard coordinates alone.
 
     Parameters

@@ -3,7 +3,7 @@
 ``x_i ~ N(0, I_d)``, ``n = δ d`` and the symmetric ``m×m`` weights ``D_i`` are
 i.i.d. from a law given by samples (Monte Carlo paths of the DMFT, or
 quadrature nodes with weights). The block-averaged resolvent
-``S(ζ) = lim (1/d) Σ_j [(H − ζ)^{-1}]_{jj-block}`` solves (THEORY.md §3)
+``S(ζ) = lim (1/d) Σ_j [(H − ζ)^{-1}]_{jj-block}`` solves (docs/theory.md §3.2)
 
     S(ζ) = ( (λ − ζ) I_m + E[ D (I_m + S(ζ) D/δ)^{-1} ] )^{-1},
 
@@ -46,7 +46,7 @@ every δ), so the mass is computed as ``lim_{η↓0} η Im s(λ + iη)`` (two va
 and a Richardson step in ``√η``, the error at a critical ratio where ``ρ ~ |x − λ|^{-1/2}``).
 
 Unbounded weights: if the law of ``D`` is unbounded below (above) the bulk
-has no finite left (right) edge (THEORY.md §3). A finite sample cannot show
+has no finite left (right) edge (docs/theory.md §3.5). A finite sample cannot show
 this, so it is decided by the flags ``unbounded_below`` / ``unbounded_above``
 or, when these are ``None``, by a Pickands extreme-value-index estimate of
 the tails of ``λ_min(D)`` / ``λ_max(D)`` (:func:`tail_index`).

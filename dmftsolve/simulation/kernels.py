@@ -335,7 +335,7 @@ def hessian_operator(
 ) -> spla.LinearOperator:
     """Matrix-free ``∇²_W L(W, b)`` on ``Δ ∈ R^{d×m}`` flattened row-major (index ``i·m + j``).
 
-    ``H[Δ] = (1/n) Σ_i x_i (D_i Δᵀ x_i)ᵀ + λΔ`` (``THEORY.md`` §3), each
+    ``H[Δ] = (1/n) Σ_i x_i (D_i Δᵀ x_i)ᵀ + λΔ`` (``docs/theory.md`` §3.1), each
     product one :func:`blocked_pass` over ``X``. ``D_i`` is evaluated at
     ``V_i = Wᵀx_i + b`` (``b``, shape ``(m,)``, the bias: required when
     ``problem.bias`` and refused otherwise); the Hessian is the ``W`` block

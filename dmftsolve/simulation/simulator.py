@@ -1,8 +1,8 @@
-"""Finite-d reference simulator: the exact full-batch GD of ``THEORY.md`` §1.
+"""Finite-d reference simulator: the exact full-batch GD of ``docs/theory.md`` §1.
 
 Every theoretical quantity of the library (DMFT kernels, overlaps, losses,
 Hessian outliers) is checked against this simulator run on the same
-:class:`~dmftsolve.problem.Problem` (``THEORY.md`` §6).
+:class:`~dmftsolve.problem.Problem` (``docs/theory.md`` §6).
 
 Set-up, for each trial:
 
@@ -630,7 +630,7 @@ def simulate(
     progress: bool = False,
     throw: bool = True,
 ) -> SimulationResult:
-    """Run full-batch GD at finite ``d`` on ``problem`` (``THEORY.md`` §1).
+    """Run full-batch GD at finite ``d`` on ``problem`` (``docs/theory.md`` §1).
 
     ``Θ*`` is taken to be the first ``k`` coordinate axes, which is no loss
     of generality because ``x ~ N(0, I_d)`` is isotropic and the random

@@ -1,4 +1,4 @@
-"""Easy and hard target directions (THEORY.md §4).
+"""Easy and hard target directions (docs/theory.md §4.1).
 
 A latent direction ``u`` is *hard* when ``E[uᵀz | y, z_E] = 0``, with ``z_E``
 the coordinates along the directions already learned (the *easy* ones):

@@ -1,4 +1,4 @@
-"""The weak-recovery threshold ``δ_alg`` of optimal first-order methods (``THEORY.md`` §5).
+"""The weak-recovery threshold ``δ_alg`` of optimal first-order methods (``docs/theory.md`` §5.5).
 
 For latents ``z ~ N(0, I_k)`` and a label ``y = h(z, ε)``:
 
