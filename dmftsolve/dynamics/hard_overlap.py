@@ -28,7 +28,10 @@ Estimators
     ``"pathwise"``: ``Γ*`` from the forward recursion of ``J`` on every path
     (``O(N T³)``, ``O(N T)`` memory). The per-path ``D J`` is heavy-tailed (paths with
     ``D < 0`` amplify their own response, growth ``≈ (1 + η|D|/δ)`` a step), so ``Γ*`` and
-    ``A(t)`` become seed-dependent beyond ``t ≈ 30–60``.
+    ``A(t)`` become seed-dependent beyond ``t ≈ 30–60``. Measured (GeLU, ``y = z² − 1``,
+    η = 0.5, δ = 6): ``Var m_20`` = 60 ± 13 from 4 × 10⁴ paths and 96 ± 5 from 4 × 2·10⁴, against
+    GD's 62–65 at d = 500–1000: the mean is carried by a tail that ``n = δd`` samples do not
+    reach, so beyond ``t ≈ 10`` the pathwise law is not GD's finite-d law.
 
     ``"finite_d"`` (stable): the frozen-kernel propagation of
     :func:`propagate_hard_overlap` at the physical amplitude ``m/√d``, with the ``±z``
