@@ -16,7 +16,7 @@ import numpy as np
 
 from dmftsolve._version import __version__
 
-__all__ = ["Status", "SolverError", "Result", "ResultBase", "jsonable"]
+__all__ = ["Status", "SolverError", "Result", "jsonable"]
 
 
 class Status(enum.Enum):
@@ -65,38 +65,8 @@ def jsonable(obj: Any) -> Any:
     return obj
 
 
-class _ResultMethods:
-    """Methods shared by :class:`Result` and the older :class:`ResultBase` mixin."""
-
-    status: Status
-    message: str
-    elapsed: float
-
-    @property
-    def ok(self) -> bool:
-        """True iff the status is ``SUCCESS``."""
-        return self.status.ok
-
-    def raise_for_status(self) -> None:
-        """Raise :class:`SolverError` unless the status is ``SUCCESS``."""
-        if not self.status.ok:
-            raise SolverError(f"{type(self).__name__} {self.status.value}: {self.message}", self)
-
-    def __repr__(self) -> str:
-        warns = tuple(getattr(self, "warnings", ()))
-        extra = f" warnings={len(warns)}" if warns else ""
-        return (
-            f"<{type(self).__name__} status={self.status.value} "
-            f"elapsed={self.elapsed:.3g}s{extra}{': ' + self.message if self.message else ''}>"
-        )
-
-    def to_dict(self) -> dict[str, Any]:
-        """Every field, JSON-ready (see :func:`jsonable`)."""
-        return {f.name: jsonable(getattr(self, f.name)) for f in dataclasses.fields(self)}  # type: ignore[arg-type]
-
-
 @dataclasses.dataclass(frozen=True, kw_only=True, repr=False, eq=False)
-class Result(_ResultMethods):
+class Result:
     """Base of every result: the outcome, the settings used, diagnostics, time and version.
 
     Subclasses are frozen keyword-only dataclasses declared with
@@ -149,14 +119,23 @@ class Result(_ResultMethods):
             raise ValueError(f"warnings must be a sequence of str, got the str {self.warnings!r}")
         object.__setattr__(self, "warnings", tuple(str(w) for w in self.warnings))
 
+    @property
+    def ok(self) -> bool:
+        """True iff the status is ``SUCCESS``."""
+        return self.status.ok
 
-class ResultBase(_ResultMethods):
-    """Deprecated mixin for (mutable) result dataclasses; new code inherits :class:`Result`.
+    def raise_for_status(self) -> None:
+        """Raise :class:`SolverError` unless the status is ``SUCCESS``."""
+        if not self.status.ok:
+            raise SolverError(f"{type(self).__name__} {self.status.value}: {self.message}", self)
 
-    Kept while the result classes are converted one by one; it expects fields
-    ``status``, ``message``, ``settings`` (a dict), ``diagnostics`` (a dict)
-    and ``elapsed`` (seconds).
-    """
+    def __repr__(self) -> str:
+        extra = f" warnings={len(self.warnings)}" if self.warnings else ""
+        return (
+            f"<{type(self).__name__} status={self.status.value} "
+            f"elapsed={self.elapsed:.3g}s{extra}{': ' + self.message if self.message else ''}>"
+        )
 
-    settings: dict[str, Any]
-    diagnostics: dict[str, Any]
+    def to_dict(self) -> dict[str, Any]:
+        """Every field, JSON-ready (see :func:`jsonable`)."""
+        return {f.name: jsonable(getattr(self, f.name)) for f in dataclasses.fields(self)}  # type: ignore[arg-type]

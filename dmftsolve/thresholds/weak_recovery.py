@@ -118,7 +118,7 @@ class AlgThreshold(Result):
     method : str
         ``"preimage"``, ``"additive"`` or ``"binned"``.
     status, message, settings, diagnostics, elapsed
-        See :class:`~dmftsolve.results.ResultBase`. ``diagnostics`` holds
+        See :class:`~dmftsolve.results.Result`. ``diagnostics`` holds
         ``spectral_radius`` (``ρ(F)``) and its error, the eigenvalues of ``F``,
         the Perron eigenmatrix (``easy_subspace``), the trivial statistic
         ``E_y‖E[z|y]‖²``-type top eigenvalue (``trivial_statistic``) and
