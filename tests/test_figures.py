@@ -90,6 +90,9 @@ def test_spectral_init_quick(tmp_path: Path) -> None:
         assert finite([c["simulated"], c["closed_form"]]) and 0 <= c["simulated"] <= 1
     # far above δ_alg the spectral start is already aligned, at d = 60 too
     assert check[-1]["simulated"] > 0.9
+    chk = data["data"]["overlap_check_spectral_only"]
+    assert [q["delta"] for q in chk] == [1.0, 4.0] and all(q["trials"] == 3 for q in chk)
+    assert all(finite([q["overlaps"], q["mean"], q["closed_form"]]) for q in chk)
     th = data["data"]["cases"]["gelu_z2m1"]["theory"]
     assert th[0]["rho2"] == 0.0 and th[0]["final_cosine"] == 0.0  # δ = 0.4 < δ_alg
     assert all(finite(q["final_cosine"]) for q in th)

@@ -206,12 +206,17 @@ def make_executor(workers: int, dask_address: str | None = None) -> Iterator[Exe
 
 
 def command_line(argv: Sequence[str] | None = None) -> str:
-    """The command that ran this script (``python validation/figures/x.py args``)."""
-    argv = sys.argv if argv is None else argv
+    """The command that computes this script's output (``python validation/figures/x.py args``).
+
+    ``--replot`` is left out of the command (it redraws the same numbers) and noted after it.
+    """
+    argv = list(sys.argv if argv is None else argv)
     script = Path(argv[0])
     with contextlib.suppress(ValueError):
         script = script.resolve().relative_to(Path(__file__).resolve().parents[2])
-    return " ".join(["python", shlex.quote(str(script)), *map(shlex.quote, argv[1:])])
+    args = [a for a in argv[1:] if a != "--replot"]
+    cmd = " ".join(["python", shlex.quote(str(script)), *map(shlex.quote, args)])
+    return cmd + ("   (redrawn from the cache with --replot)" if len(args) < len(argv) - 1 else "")
 
 
 def caption_text(settings: dict[str, Any], width: int = 150) -> str:

@@ -112,9 +112,11 @@ CASES: dict[str, dict[str, Any]] = {
 }
 FULL = {"ds": [1000, 2000], "trials": 20, "deltas": [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0],
         "cases": ["gelu_z2m1", "gelu_z2"], "theory_steps": 200, "theory_paths": 20_000,
-        "record_every": 10}
+        "record_every": 10, "check_d": 1000, "check_trials": 10,
+        "check_deltas": [0.55, 0.75, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0]}
 QUICK = {"ds": [60], "trials": 2, "deltas": [0.4, 2.0, 6.0], "cases": ["gelu_z2m1"],
-         "theory_steps": 10, "theory_paths": 1000, "record_every": 5, "steps": 30}
+         "theory_steps": 10, "theory_paths": 1000, "record_every": 5, "steps": 30,
+         "check_d": 60, "check_trials": 3, "check_deltas": [1.0, 4.0]}
 
 
 # --------------------------------------------------------------------------- theory of T*
@@ -151,10 +153,42 @@ def preprocess(y: np.ndarray, shift: float, kind: str, delta: float) -> np.ndarr
 
 
 # --------------------------------------------------------------------------- simulator
+def spectral_vector(X: np.ndarray, y: np.ndarray, shift: float, kind: str, delta: float,
+                    rng: np.random.Generator) -> tuple[np.ndarray, float]:
+    """Unit top eigenvector of ``(1/n) Σ T(y_i) x_i x_iᵀ`` (Lanczos, matrix-free) and its eigenvalue."""
+    import scipy.sparse.linalg as spla
+
+    n, d = X.shape
+    tw = preprocess(y, shift, kind, delta).astype(X.dtype)
+
+    def mv(v: np.ndarray) -> np.ndarray:
+        vx = np.asarray(v, dtype=X.dtype).ravel()
+        return (X.T @ (tw * (X @ vx))).astype(np.float64) / n
+
+    op = spla.LinearOperator((d, d), matvec=mv, dtype=np.float64)
+    vals, vecs = spla.eigsh(op, k=1, which="LA", v0=rng.standard_normal(d), tol=1e-7, maxiter=20 * d)
+    v = vecs[:, 0]
+    return v / np.linalg.norm(v), float(vals[0])
+
+
+def overlap_trial(problem: Problem, d: int, delta: float, seed: list[int], i: int, shift: float,
+                  kind: str) -> float:
+    """``|⟨v̂, θ*⟩|`` of the spectral estimator on the data of trial ``i`` (no GD)."""
+    from threadpoolctl import threadpool_limits
+
+    from dmftsolve.seeds import child
+    from dmftsolve.simulation.trials import replay_trial
+
+    with threadpool_limits(1):
+        X, y, _, _ = replay_trial(problem, d, delta, child(np.random.SeedSequence(seed), 0), i,
+                                  dtype=np.float32)
+        v, _ = spectral_vector(X, y, shift, kind, delta, np.random.default_rng([*seed, i, 99]))
+    return float(abs(v[0]))
+
+
 def spectral_trial(problem: Problem, d: int, delta: float, seed: list[int], i: int, shift: float,
                    kind: str, record_every: int) -> dict[str, Any]:
     """Trial ``i``: spectral vector, then GD from the random and the spectral start together."""
-    import scipy.sparse.linalg as spla
     from threadpoolctl import threadpool_limits
 
     from dmftsolve.seeds import child
@@ -165,19 +199,8 @@ def spectral_trial(problem: Problem, d: int, delta: float, seed: list[int], i: i
     with threadpool_limits(1):
         X, y, W0, _ = replay_trial(problem, d, delta, child(np.random.SeedSequence(seed), 0), i,
                                    dtype=np.float32)
-        n = X.shape[0]
-        tw = preprocess(y, shift, kind, delta).astype(np.float32)
-
-        def mv(v: np.ndarray) -> np.ndarray:
-            v32 = np.asarray(v, dtype=np.float32).ravel()
-            return (X.T @ (tw * (X @ v32))).astype(np.float64) / n
-
-        op = spla.LinearOperator((d, d), matvec=mv, dtype=np.float64)
-        rng = np.random.default_rng([*seed, i, 99])
-        vals, vecs = spla.eigsh(op, k=1, which="LA", v0=rng.standard_normal(d), tol=1e-7,
-                                maxiter=20 * d)
-        v = vecs[:, 0]
-        v /= np.linalg.norm(v)
+        v, top = spectral_vector(X, y, shift, kind, delta, np.random.default_rng([*seed, i, 99]))
+        vals = [top]
         overlap = float(abs(v[0]))
         t_spec = time.perf_counter() - t0
         W = np.concatenate([W0, v[:, None] * np.linalg.norm(W0)], axis=1)
@@ -226,6 +249,22 @@ def run_point(case: dict[str, Any], steps: int, d: int, delta: float, trials: in
                          "cos_q30": float(np.nanpercentile(fc, 30)),
                          "cos_q70": float(np.nanpercentile(fc, 70))}
     return summary
+
+
+def overlap_check_point(case: dict[str, Any], d: int, delta: float, trials: int, seed: int,
+                        kind: str, executor: Any) -> dict[str, Any]:
+    """Spectral estimator only (no GD) at ``(d, δ)``: its overlaps against the closed form."""
+    p = Problem.build(target=case["target"], activation=case["activation"], eta=case["eta"], steps=1)
+    root = [seed, d, int(round(1000 * delta))]
+    args = [(p, d, delta, root, i, case["shift"], kind) for i in range(trials)]
+    if executor is None:
+        ov = np.array([overlap_trial(*a) for a in args])
+    else:
+        ov = np.array([f.result() for f in [executor.submit(overlap_trial, *a) for a in args]])
+    rho = math.sqrt(spectral_overlap2(delta))
+    se = float(ov.std(ddof=1) / math.sqrt(ov.size)) if ov.size > 1 else None
+    return {"d": d, "delta": delta, "trials": trials, "overlaps": ov.tolist(), "mean": float(ov.mean()),
+            "se": se, "closed_form": rho, "z": None if not se else (float(ov.mean()) - rho) / se}
 
 
 # --------------------------------------------------------------------------- theory
@@ -286,6 +325,11 @@ def plot(data: dict[str, Any], settings: dict[str, Any]) -> Any:
                     label=f"DMFT from spectral ρ (T={th[0]['steps']})")
             a1.plot(xt, [1.0 if q.get("success") else 0.0 for q in th], "k--", lw=1.2,
                     label="DMFT (d=∞) from spectral ρ")
+        chk = data.get("overlap_check_spectral_only") or []
+        if chk:
+            a3.errorbar([q["delta"] for q in chk], [q["mean"] for q in chk], yerr=[q["se"] or 0 for q in chk],
+                        marker="x", ls="none", color="k", capsize=2,
+                        label=f"v̂ only, d={chk[0]['d']} ({chk[0]['trials']} trials)")
         xs = np.linspace(0.05, max(max(entry["deltas"]), 1.0) * 1.05, 300)
         a3.plot(xs, [math.sqrt(spectral_overlap2(float(v))) for v in xs], "k-", lw=1.2,
                 label="closed form ρ(δ)" if settings["preprocessing"] == "lal" else "ρ(δ) of T* (lal)")
@@ -312,6 +356,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--theory-steps", type=int, default=None)
     p.add_argument("--theory-paths", type=int, default=None)
     p.add_argument("--no-theory", action="store_true")
+    p.add_argument("--check-d", type=int, default=None,
+                   help="d of the spectral-estimator-only overlap check (default 1000)")
+    p.add_argument("--check-trials", type=int, default=None, help="trials per δ of that check")
     args = p.parse_args(argv)
     cfg = dict(QUICK if args.quick else FULL)
     names = args.cases.split(",") if args.cases else cfg["cases"]
@@ -327,6 +374,9 @@ def main(argv: list[str] | None = None) -> int:
                 "record_every": cfg["record_every"], "success": "final cosine > 1/2",
                 "spectral_scale": "‖W0‖ of the random start of the same trial",
                 "theory": None if args.no_theory else {"steps": th_steps, "n_paths": th_paths},
+                "overlap_check": {"d": args.check_d or cfg["check_d"],
+                                  "trials": args.check_trials or cfg["check_trials"],
+                                  "deltas": cfg["check_deltas"]},
                 "quick": bool(args.quick)}
     cache = PointCache(args.out, NAME, replot=args.replot)
     data: dict[str, Any] = {"cases": {}}
@@ -364,6 +414,18 @@ def main(argv: list[str] | None = None) -> int:
                                                   args.seed)
                         entry["theory"].append({"delta": x, **th})
                 data["cases"][name] = entry
+            oc = settings["overlap_check"]
+            case0 = CASES[names[0]]
+            data["overlap_check_spectral_only"] = [
+                cache.get_or_compute({"kind": "overlap_check", "shift": case0["shift"], "d": oc["d"],
+                                      "delta": x, "trials": oc["trials"], "seed": args.seed,
+                                      "preprocessing": args.preprocessing},
+                                     overlap_check_point, case0, oc["d"], x, oc["trials"], args.seed,
+                                     args.preprocessing, ex)
+                for x in oc["deltas"]]
+            for q in data["overlap_check_spectral_only"]:
+                print(f"[overlap check d={q['d']} δ={q['delta']:g}] {q['mean']:.4f} ± {q['se'] or 0:.4f} "
+                      f"vs closed form {q['closed_form']:.4f}", file=sys.stderr)
     except CacheMiss as exc:
         print(f"spectral_init: {exc}", file=sys.stderr)
         return 1
