@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 from scipy.integrate import quad
 from scipy.optimize import brentq
 
@@ -172,3 +173,21 @@ def test_results_table_quick(tmp_path: Path) -> None:
     run(script, "--quick", "--out", str(tmp_path), "--replot")
     again = json.loads((tmp_path / "results_table.json").read_text())
     assert again["diagnostics"]["computed"] == 0 and again["rows"] == rows
+
+
+@pytest.mark.slow
+@pytest.mark.dask
+def test_success_curves_on_a_dask_cluster_equals_serial(tmp_path: Path) -> None:
+    """``--dask ADDRESS`` sends the GD runs to a dask.distributed cluster; the seeds do not depend
+    on the executor, so the numbers equal the serial run's."""
+    distributed = pytest.importorskip("distributed")
+    script = FIGS / "success_curves.py"
+    args = ["--quick", "--no-theory", "--cases", "gelu_z2m1"]
+    run(script, *args, "--out", str(tmp_path / "serial"))
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
+                                  dashboard_address=None) as cluster:
+        run(script, *args, "--out", str(tmp_path / "dask"), "--dask", cluster.scheduler_address)
+    a, b = (json.loads((tmp_path / k / "success_curves.json").read_text())["data"]
+            for k in ("serial", "dask"))
+    strip = lambda pts: [{k: v for k, v in p.items() if k != "seconds_per_run"} for p in pts]  # noqa: E731
+    assert strip(a["cases"]["gelu_z2m1"]["gd"]["40"]) == strip(b["cases"]["gelu_z2m1"]["gd"]["40"])
