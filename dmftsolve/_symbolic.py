@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import keyword
 import math
+import operator
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -243,6 +244,11 @@ def _power_too_large(base: sp.Expr, exponent: sp.Expr) -> bool:
     return abs(exponent.p) * weight > MAX_NUMBER_DIGITS * exponent.q
 
 
+#: Left-associative binary operators of the grammar, by precedence level.
+_ADDITIVE: dict[str, Callable[[sp.Expr, sp.Expr], sp.Expr]] = {"+": operator.add, "-": operator.sub}
+_MULTIPLICATIVE: dict[str, Callable[[sp.Expr, sp.Expr], sp.Expr]] = {"*": operator.mul, "/": operator.truediv}
+
+
 class _Parser:
     """Recursive descent over whitelisted tokens, building sympy objects directly.
 
@@ -298,25 +304,21 @@ class _Parser:
             raise self._error(f"does not parse: unexpected {_describe(tok)}", tok)
         return expr
 
-    def _expr(self, depth: int) -> sp.Expr:
-        left = self._term(depth)
-        while self._at("+", "-"):
+    def _left_assoc(self, depth: int, operand: Callable[[int], sp.Expr],
+                    ops: dict[str, Callable[[sp.Expr, sp.Expr], sp.Expr]]) -> sp.Expr:
+        """``operand (op operand)*`` for the left-associative binary operators ``ops``."""
+        left = operand(depth)
+        while self._at(*ops):
             tok = self._next()
-            right = self._term(depth)
-            left = self._apply(
-                (lambda a, b: a + b) if tok.text == "+" else (lambda a, b: a - b), (left, right), tok
-            )
+            right = operand(depth)
+            left = self._apply(ops[tok.text], (left, right), tok)
         return left
 
+    def _expr(self, depth: int) -> sp.Expr:
+        return self._left_assoc(depth, self._term, _ADDITIVE)
+
     def _term(self, depth: int) -> sp.Expr:
-        left = self._unary(depth)
-        while self._at("*", "/"):
-            tok = self._next()
-            right = self._unary(depth)
-            left = self._apply(
-                (lambda a, b: a * b) if tok.text == "*" else (lambda a, b: a / b), (left, right), tok
-            )
-        return left
+        return self._left_assoc(depth, self._unary, _MULTIPLICATIVE)
 
     def _unary(self, depth: int) -> sp.Expr:
         if depth > MAX_NESTING_DEPTH:

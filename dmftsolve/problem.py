@@ -39,10 +39,11 @@ from dmftsolve._symbolic import compile_expression, derivatives, expression_name
 from dmftsolve.activations import NAMED_ACTIVATIONS, R
 from dmftsolve.losses import NAMED_LOSSES, F, Y
 
-__all__ = ["Target", "Network", "Loss", "Init", "Training", "Problem", "check_delta", "check_integer"]
+__all__ = ["Target", "Network", "Loss", "Init", "Training", "Problem", "check_delta", "check_integer",
+           "check_real"]
 
 
-def _finite(name: str, value: Any, *, positive: bool = False, nonnegative: bool = False) -> float:
+def check_real(name: str, value: Any, *, positive: bool = False, nonnegative: bool = False) -> float:
     """Return ``value`` as a float, raising ``ValueError`` naming ``name`` if it is unfit."""
     try:
         v = float(value)
@@ -71,7 +72,7 @@ def check_integer(name: str, value: Any, minimum: int) -> int:
 
 def check_delta(delta: Any) -> float:
     """Validate the sample ratio ``δ = n/d`` and return it as a float."""
-    return _finite("delta", delta, positive=True)
+    return check_real("delta", delta, positive=True)
 
 
 class _Frozen:
@@ -209,7 +210,7 @@ class Network(_Frozen):
         m = check_integer("m", self.m, minimum=1)
         object.__setattr__(self, "m", m)
         a = (1.0,) * m if self.a is None else self.a
-        a = tuple(_finite(f"a[{j}]", v) for j, v in enumerate(np.atleast_1d(a)))
+        a = tuple(check_real(f"a[{j}]", v) for j, v in enumerate(np.atleast_1d(a)))
         if len(a) != m:
             raise ValueError(f"a must have m={m} entries, got {len(a)}")
         object.__setattr__(self, "a", a)
@@ -296,7 +297,7 @@ class Init(_Frozen):
         if self.kind not in ("random", "warm"):
             raise ValueError(f"init kind must be 'random' or 'warm', got {self.kind!r}")
         if self.kind == "random":
-            object.__setattr__(self, "q0", _finite("q0", self.q0, nonnegative=True))
+            object.__setattr__(self, "q0", check_real("q0", self.q0, nonnegative=True))
             return
         if self.M0 is None or self.Q0 is None:
             raise ValueError("a warm start needs both M0 (k×m) and Q0 (m×m)")
@@ -356,8 +357,8 @@ class Training(_Frozen):
     hold_zero: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "eta", _finite("eta", self.eta, positive=True))
-        object.__setattr__(self, "lam", _finite("lam", self.lam, nonnegative=True))
+        object.__setattr__(self, "eta", check_real("eta", self.eta, positive=True))
+        object.__setattr__(self, "lam", check_real("lam", self.lam, nonnegative=True))
         object.__setattr__(self, "steps", check_integer("steps", self.steps, minimum=0))
         if not isinstance(self.init, Init):
             raise ValueError(f"init must be an Init, got {self.init!r}")

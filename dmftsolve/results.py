@@ -10,7 +10,9 @@ from __future__ import annotations
 import dataclasses
 import enum
 import math
-from typing import Any
+import time
+from collections.abc import Sequence
+from typing import Any, Self
 
 import numpy as np
 
@@ -27,6 +29,17 @@ class Status(enum.Enum):
     NOT_CONVERGED = "not_converged"
     NO_ROOT = "no_root"
     FAILED = "failed"
+
+    @classmethod
+    def finish(cls, *, start: float, messages: Sequence[str] = (), throw: bool = False,
+               **fields: Any) -> Self:
+        """Build a result whose ``message`` joins ``messages`` with ``"; "`` and whose
+        ``elapsed`` runs from ``start`` (a :func:`time.perf_counter` value); with ``throw``,
+        raise :class:`SolverError` unless its status is ``SUCCESS``."""
+        res = cls(message="; ".join(messages), elapsed=time.perf_counter() - start, **fields)
+        if throw:
+            res.raise_for_status()
+        return res
 
     @property
     def ok(self) -> bool:
@@ -118,6 +131,17 @@ class Result:
         if isinstance(self.warnings, str):
             raise ValueError(f"warnings must be a sequence of str, got the str {self.warnings!r}")
         object.__setattr__(self, "warnings", tuple(str(w) for w in self.warnings))
+
+    @classmethod
+    def finish(cls, *, start: float, messages: Sequence[str] = (), throw: bool = False,
+               **fields: Any) -> Self:
+        """Build a result whose ``message`` joins ``messages`` with ``"; "`` and whose
+        ``elapsed`` runs from ``start`` (a :func:`time.perf_counter` value); with ``throw``,
+        raise :class:`SolverError` unless its status is ``SUCCESS``."""
+        res = cls(message="; ".join(messages), elapsed=time.perf_counter() - start, **fields)
+        if throw:
+            res.raise_for_status()
+        return res
 
     @property
     def ok(self) -> bool:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -259,18 +258,11 @@ def warn(args: argparse.Namespace, text: str) -> None:
 
 
 def available_memory() -> int:
-    """Bytes of memory available to a new allocation (MemAvailable on Linux)."""
-    try:
-        with open("/proc/meminfo") as fh:
-            for line in fh:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    try:
-        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError, AttributeError):  # pragma: no cover - not POSIX
-        return 2**40
+    """Bytes of memory available to a new allocation (2⁴⁰ when the system does not say)."""
+    from dmftsolve.dynamics.dmft import available_memory_bytes
+
+    avail = available_memory_bytes()
+    return 2**40 if avail is None else avail
 
 
 def _gib(n: float) -> str:
@@ -305,34 +297,24 @@ def check_cost(args: argparse.Namespace, what: str, memory: float, seconds: floa
                    f"{_gib(memory)} of memory")
 
 
-def dmft_cost(steps: int, m: int, n_paths: int, *, method: str = "stein", replicate: bool = True,
-              problem: Problem | None = None, n_batches: int = 20) -> tuple[float, float]:
+def dmft_cost(problem: Problem, n_paths: int, *, steps: int | None = None, method: str = "stein",
+              replicate: bool = True, n_batches: int = 20,
+              keep_samples_at: tuple[int, ...] = ()) -> tuple[float, float]:
     """Estimated peak memory (bytes) and run time (seconds) of one ``solve_dmft``.
 
-    Memory: with ``problem`` given, ``DMFTSettings.memory_bytes`` of
-    dynamics/dmft.py where it exists; else the arrays ``solve_dmft`` allocates —
-    the path history ``X`` (2(T+1)m × N), the ``(T+1)m``-square kernel blocks and
-    their copies in the result, and with ``method="pathwise"`` the path derivatives
-    ``(T+1)²m² N``. Time from the ``O(N T² m²)`` memory term, calibrated on this
-    machine (one core: 200 steps, 10⁴ paths, m = 1 take about 1.2 s); replicate
-    errors (``errors="replicate"``) double it.
+    Memory is :meth:`DMFTSettings.memory_bytes <dmftsolve.dynamics.dmft.DMFTSettings.memory_bytes>`
+    of the same settings (``steps=None``: the problem's ``training.steps``). Time
+    from the ``O(N T² m²)`` kernel term, calibrated on this machine (one core:
+    200 steps, 10⁴ paths, m = 1 take about 1.2 s); replicate errors
+    (``errors="replicate"``) double it.
     """
-    T1 = (steps + 1) * m
-    T2 = (steps + 2) * m
-    memory = None
-    if problem is not None:
-        try:
-            from dmftsolve.dynamics.dmft import DMFTSettings
+    from dmftsolve.dynamics.dmft import DMFTSettings
 
-            memory = float(DMFTSettings(
-                n_paths=n_paths, steps=steps, method=method, n_batches=n_batches,
-                errors="replicate" if replicate else "batch").memory_bytes(problem))
-        except (ImportError, AttributeError, TypeError):  # no estimate in the solver (yet)
-            pass
-    if memory is None:
-        memory = 8.0 * (2 * T1 * n_paths + 2 * T2 * T2 + 8 * T1 * T1)
-        if method == "pathwise":
-            memory += 8.0 * T1 * T1 * n_paths
+    cfg = DMFTSettings(n_paths=n_paths, steps=steps, method=method, n_batches=n_batches,
+                       errors="replicate" if replicate else "batch", keep_samples_at=keep_samples_at)
+    memory = float(cfg.memory_bytes(problem))
+    steps = cfg.resolved_steps(problem)
+    T1 = (steps + 1) * problem.m
     seconds = 3e-9 * n_paths * T1 * T1 + 1e-9 * T1**3 + 1e-4 * steps
     if method == "pathwise":
         seconds += 1e-9 * n_paths * T1**3

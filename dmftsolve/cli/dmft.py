@@ -75,9 +75,8 @@ def run(args: argparse.Namespace) -> int:
     from dmftsolve.dynamics.dmft import solve_dmft
 
     problem = problem_from_args(args)
-    memory, seconds = dmft_cost(problem.training.steps, problem.m, args.paths, method=args.method,
-                                replicate=args.errors == "replicate", problem=problem,
-                                n_batches=args.batches)
+    memory, seconds = dmft_cost(problem, args.paths, method=args.method,
+                                replicate=args.errors == "replicate", n_batches=args.batches)
     check_cost(args, f"the DMFT with {problem.training.steps} steps and {args.paths} paths",
                memory, seconds, "use fewer --steps or --paths")
     res = solve_dmft(problem, args.delta, n_paths=args.paths, seed=args.seed, method=args.method,

@@ -11,6 +11,8 @@ import numpy as np
 from dmftsolve.cli._common import (
     add_output_arguments,
     add_problem_arguments,
+    check_cost,
+    dmft_cost,
     emit,
     format_pm,
     format_table,
@@ -270,14 +272,9 @@ def run(args: argparse.Namespace) -> int:
     else:
         from dmftsolve.dynamics.dmft import solve_dmft
 
-        try:
-            from dmftsolve.cli._common import check_cost, dmft_cost
-
-            memory, seconds = dmft_cost(t, m, args.paths, replicate=False)
-            check_cost(args, "this spectrum", memory, seconds * args.replicates,
-                       "use fewer --paths or --replicates, or a smaller --t")
-        except ImportError:  # pragma: no cover - older _common
-            pass
+        memory, seconds = dmft_cost(prob, args.paths, steps=t, replicate=False, keep_samples_at=(t,))
+        check_cost(args, "this spectrum", memory, seconds * args.replicates,
+                   "use fewer --paths or --replicates, or a smaller --t")
         seeds = [args.seed + r for r in range(args.replicates)]
         results, laws = [], []
         for seed in seeds:

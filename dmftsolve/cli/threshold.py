@@ -207,7 +207,7 @@ def run(args: argparse.Namespace) -> int:
                                  long_time=args.long_time, tails=args.tails, replicates=args.replicates)
     if args.t != "tti":
         steps = args.long_time if args.t is None else args.t
-        memory, seconds = dmft_cost(steps, problem.m, args.paths, replicate=False, problem=problem)
+        memory, seconds = dmft_cost(problem, args.paths, steps=steps, replicate=False)
         # grid points plus about log2(range/xtol) bisection steps, per replicate
         lo, hi = args.bracket
         evals = args.grid + max(1.0, math.log2(max((hi - lo) / args.xtol, 2.0))) + 2

@@ -18,7 +18,7 @@ from numpy.typing import ArrayLike
 from scipy.optimize import brentq
 
 from dmftsolve.hessian.law import Law
-from dmftsolve.problem import check_delta
+from dmftsolve.problem import check_delta, check_real
 from dmftsolve.results import SolverError
 
 TAIL_INDEX_THRESHOLD = -0.5
@@ -104,12 +104,7 @@ def prepare_law(D: ArrayLike | Law, delta: Any, lam: Any, weights: ArrayLike | N
     """Validate ``D`` (array or :class:`Law`), ``delta``, ``lam``, ``weights``; the normalised law."""
     D, weights = split_law(D, weights)
     delta = check_delta(delta)
-    try:
-        lam_f = float(lam)
-    except (TypeError, ValueError):
-        raise ValueError(f"lam must be a real number, got {lam!r}") from None
-    if not math.isfinite(lam_f):
-        raise ValueError(f"lam must be finite, got {lam!r}")
+    lam_f = check_real("lam", lam)
     Darr = np.asarray(D, dtype=float)
     if Darr.ndim == 1:
         Darr = Darr[:, None, None]

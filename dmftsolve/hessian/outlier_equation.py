@@ -507,20 +507,9 @@ def outliers(
             lo, hi = sorted((sign * xa, sign * xb))
             found.append(Outlier(sign * x_star, ov, (lo, hi), res, a, s))
     found.sort(key=lambda o: o.location)
-    res = Outliers(
-        outliers=found,
-        left_edge=edges_out["left"],
-        right_edge=edges_out["right"],
-        status=status,
-        message="; ".join(messages),
-        warnings=warnings,
-        settings=settings,
-        diagnostics=diagnostics,
-        elapsed=time.perf_counter() - t0,
-    )
-    if throw and not status.ok:
-        res.raise_for_status()
-    return res
+    return Outliers.finish(outliers=found, left_edge=edges_out["left"], right_edge=edges_out["right"],
+                           status=status, warnings=warnings, settings=settings, diagnostics=diagnostics,
+                           start=t0, messages=messages, throw=throw)
 
 
 # --------------------------------------------------------------------------- learned directions

@@ -438,19 +438,7 @@ def bulk_spectrum(
         rho = np.zeros(xa.size)
     if xa.size > 1:
         diagnostics["total_mass"] = (float(trapezoid(rho, xa)) + sum(w for _, w in atom_list))
-    res = BulkSpectrum(
-        left_edge=None if ub else left,
-        right_edge=None if ua else right,
-        atoms=atom_list,
-        x=xa,
-        density=rho,
-        status=status,
-        message="; ".join(messages),
-        warnings=warnings,
-        settings=settings,
-        diagnostics=diagnostics,
-        elapsed=time.perf_counter() - t0,
-    )
-    if throw and not status.ok:
-        res.raise_for_status()
-    return res
+    return BulkSpectrum.finish(left_edge=None if ub else left, right_edge=None if ua else right,
+                               atoms=atom_list, x=xa, density=rho, status=status, warnings=warnings,
+                               settings=settings, diagnostics=diagnostics,
+                               start=t0, messages=messages, throw=throw)
