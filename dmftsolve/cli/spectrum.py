@@ -124,15 +124,19 @@ def _stat(values: list[float]) -> dict[str, Any]:
 
 # --------------------------------------------------------------------------- one law
 def _analyse(law: Any, delta: float, lam: float, hard: tuple[int, ...], M: np.ndarray, Q: np.ndarray,
-             V: np.ndarray, x: np.ndarray | None) -> dict[str, Any]:
-    """Bulk edges, atoms, density on ``x``, hard and training outliers of one law."""
+             V: np.ndarray, hard_outliers: Any = None) -> dict[str, Any]:
+    """Bulk edges and atoms, hard and training outliers of one law.
+
+    ``hard_outliers``: the hard outliers already computed (:func:`hard_spectrum`), else computed here.
+    """
     from dmftsolve.hessian.outlier_equation import outliers, training_outliers
     from dmftsolve.hessian.spectrum import bulk_spectrum
 
-    bulk = bulk_spectrum(law, delta, lam=lam, x=x, npoints=0, throw=False)
+    bulk = bulk_spectrum(law, delta, lam=lam, npoints=0, throw=False)
     out: dict[str, Any] = {"bulk": bulk}
     if bulk.left_edge is not None:
-        out["hard"] = outliers(law, law.Vstar[:, list(hard)], delta, lam=lam, throw=False)
+        out["hard"] = hard_outliers if hard_outliers is not None else \
+            outliers(law, law.Vstar[:, list(hard)], delta, lam=lam, throw=False)
     sides = [s for s, e in (("left", bulk.left_edge), ("right", bulk.right_edge)) if e is not None]
     if sides:
         side = "both" if len(sides) == 2 else sides[0]
@@ -235,7 +239,7 @@ def run(args: argparse.Namespace) -> int:
     from dmftsolve.hessian.law import Law
     from dmftsolve.problem import check_delta
     from dmftsolve.results import SolverError
-    from dmftsolve.thresholds.hessian_threshold import restricted
+    from dmftsolve.thresholds.hessian_threshold import ThresholdSettings, hard_spectrum, restricted
 
     if args.steps is not None and args.steps != args.t:
         raise ValueError(f"--steps {args.steps} differs from --t {args.t}: spectrum runs exactly --t GD "
@@ -257,7 +261,7 @@ def run(args: argparse.Namespace) -> int:
         M0 = np.array(prob.training.init.overlaps(k, m), dtype=float)
         M0[list(prob.training.hold_zero), :] = 0.0
         Q0 = np.array(prob.training.init.gram(m), dtype=float)
-        results = [_analyse(L, delta, lam, hard, M0, Q0, L.V, None) for L in (law_hi, law_lo)]
+        results = [_analyse(L, delta, lam, hard, M0, Q0, L.V) for L in (law_hi, law_lo)]
         x = _grid(results[0]["bulk"], law_hi, delta, lam, args.points)
         dens = _density(law_hi, delta, lam, x)
         summary, notes = _summarise(results, "quadrature")
@@ -270,25 +274,24 @@ def run(args: argparse.Namespace) -> int:
         seeds: list[int] = []
         bulks = [results[0]["bulk"]]
     else:
-        from dmftsolve.dynamics.dmft import solve_dmft
-
         memory, seconds = dmft_cost(prob, args.paths, steps=t, replicate=False, keep_samples_at=(t,))
         check_cost(args, "this spectrum", memory, seconds * args.replicates,
                    "use fewer --paths or --replicates, or a smaller --t")
         seeds = [args.seed + r for r in range(args.replicates)]
         results, laws = [], []
         for seed in seeds:
-            res = solve_dmft(prob, delta, n_paths=args.paths, seed=seed, steps=t, keep_samples_at=(t,),
-                             errors="batch", throw=False)
-            if not res.ok:
-                raise SolverError(f"DMFT at seed {seed}: {res.status.value}: {res.message} "
-                                  "(GD diverges? try a smaller --eta)", res)
-            s = res.samples(t)
-            _check_divergence(res, s, t, seed)
-            law = Law.from_samples(s, t=t, n_paths=args.paths)
-            laws.append(law)
+            # restricted problem -> DMFT -> law at t -> hard outliers; "strict" tails and 400 scan
+            # points: an unbounded law has no left edge (no hard outliers), as in the bulk below
+            hs = hard_spectrum(problem, delta, t, keep_law=True, throw=False, settings=ThresholdSettings(
+                n_paths=args.paths, seed=seed, tails="strict", outlier_points=400))
+            if hs.law is None:
+                raise SolverError(f"DMFT at seed {seed}: {hs.status.value}: {hs.message} "
+                                  "(GD diverges? try a smaller --eta)", hs)
+            _check_divergence(hs, t, seed)
+            laws.append(hs.law)
             # the learned coordinates are W_tᵀx: remove the (trained) bias from the pre-activations
-            results.append(_analyse(law, delta, lam, hard, res.M[t], res.Q[t, t], s["V"] - res.b[t], None))
+            V = hs.law.V if hs.b is None else hs.law.V - hs.b
+            results.append(_analyse(hs.law, delta, lam, hard, hs.M, hs.Q, V, hard_outliers=hs.outliers))
         x = _grid(results[0]["bulk"], laws[0], delta, lam, args.points)
         dens = _density(laws[0], delta, lam, x)  # one seed: the density is a picture, not a printed number
         summary, notes = _summarise(results, "replicates")
@@ -367,11 +370,12 @@ def _density(law: Any, delta: float, lam: float, x: np.ndarray) -> np.ndarray:
     return density(law, delta, x, lam=lam)
 
 
-def _check_divergence(res: Any, samples: dict[str, np.ndarray], t: int, seed: int) -> None:
-    """Raise SolverError when the run at step ``t`` is non-finite or overflowing (GD diverged)."""
+def _check_divergence(hs: Any, t: int, seed: int) -> None:
+    """Raise SolverError when the run at step ``t`` (a :class:`HardSpectrum` with its law) is
+    non-finite or overflowing (GD diverged)."""
     from dmftsolve.results import SolverError
 
-    checks = {"Q(t,t)": res.Q[t, t], "M_t": res.M[t], "D": samples["D"], "V": samples["V"]}
+    checks = {"Q(t,t)": hs.Q, "M_t": hs.M, "D": hs.law.D, "V": hs.law.V}
     for name, arr in checks.items():
         a = np.asarray(arr, dtype=float)
         if not np.all(np.isfinite(a)):
