@@ -3,7 +3,9 @@
 Catalogue: targets ``z**2``, ``z**2 - 1``, ``abs(z)``, ``z**2 + 0.5*eps``, ``z1*z2``,
 ``z1 + z1*z2``; activations GeLU, r² (``quad``), ReLU, tanh; widths m = 1 and 2 (second-layer
 weights all ones, no bias, square loss ``(y − f)²/2``, random start ``q0 = 1``). Step sizes:
-η = 0.5 (GeLU, ReLU, tanh) and 0.1 (r², whose GD diverges at 0.5; ``docs/findings.md``).
+η = 0.5 (GeLU, ReLU, tanh) and 0.05 (r², as in the threshold runs of ``docs/findings.md``
+§4.3: with η = 0.1 the r² DMFT diverges at δ = 1.5, the low end of the bracket — non-finite
+kernels by step 7 — and the search fails).
 
 Columns, each with the command that reproduces it (listed under the table) and its error:
 
@@ -50,6 +52,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 import shlex
 import sys
 import time
@@ -72,7 +75,7 @@ from dmftsolve.results import jsonable  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 NAME = "results_table"
 TARGETS = ["z**2", "z**2 - 1", "abs(z)", "z**2 + 0.5*eps", "z1*z2", "z1 + z1*z2"]
-ACTIVATIONS = {"gelu": 0.5, "quad": 0.1, "relu": 0.5, "tanh": 0.5}
+ACTIVATIONS = {"gelu": 0.5, "quad": 0.05, "relu": 0.5, "tanh": 0.5}
 WIDTHS = [1, 2]
 #: lower end of the δ_NN search per activation: r² GD (and its DMFT) diverges at δ = 1 with
 #: η = 0.1 (non-finite gradient), which fails the whole search; findings §4.3 used 1.5
@@ -173,7 +176,12 @@ def fmt(q: dict[str, Any] | None, digits: int = 2) -> str:
     if q.get("status") == "n/a":
         return "n/a (needs m = k = 1)"
     if v is None:
-        return f"— ({q.get('status')}: {q.get('why', '')[:90]})".replace("|", "/")
+        why = q.get("why", "")
+        above = re.search(r"no hard outlier up to δ=([0-9.]+)", why)
+        if q.get("status") == "no_root" and above:
+            return f"> {float(above.group(1)):g} (no negative hard outlier in the bracket)"
+        why = re.sub(r"^ValueError: ", "", why)
+        return f"— ({q.get('status')}: {why[:100]})".replace("|", "/")
     if isinstance(v, float) and math.isinf(v):
         return "∞"
     err = q.get("error")
@@ -191,7 +199,7 @@ def render(rows: list[dict[str, Any]], cfg: dict[str, Any], cmd: str, quick: boo
         + (" **Quick configuration (tiny settings): not results.**" if quick else ""),
         "",
         "Set-up: single hidden layer of m units with second-layer weights 1, no bias, square loss "
-        "(y − f)²/2, random start q0 = 1; η = 0.5 (GeLU, ReLU, tanh), 0.1 (r²). δ_alg: weak "
+        "(y − f)²/2, random start q0 = 1; η = 0.5 (GeLU, ReLU, tanh), 0.05 (r²). δ_alg: weak "
         "recovery (target only). δ_NN(t·η = 1): early-time Hessian threshold; δ_NN long: the "
         f"long-time rule at T = {cfg['long_time']} (and T/2); both mean ± standard error over "
         f"{cfg['replicates']} DMFT seed(s) of {cfg['n_paths']} paths, bracket "
@@ -201,7 +209,9 @@ def render(rows: list[dict[str, Any]], cfg: dict[str, Any], cmd: str, quick: boo
         f"d = {cfg['d']} (finite-n DMFT, {cfg['draws']} draws per δ, horizon "
         f"{cfg['transition_steps']} steps, δ grid {', '.join(f'{x:g}' for x in cfg['transition_grid'])}), "
         "± bootstrap error. For unbounded labels the finite-t δ_NN grows with the number of paths "
-        "(docs/findings.md §5): read those values as 'at this many paths'. '—' rows say why.",
+        "(docs/findings.md §5): read those values as 'at this many paths'. '—' rows say why. "
+        "ReLU: σ'' = 0 away from the kink, so D = σ'² ≥ 0 and the Hessian has no negative "
+        "outlier at any δ (criterion 'negative'): its δ_NN is above every bracket.",
         "",
         "| # | target | σ | m | η | δ_alg | δ_NN(t·η = 1) | δ_NN long | δ_50 (d = "
         f"{cfg['d']}) |",
@@ -237,6 +247,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--replot", action="store_true",
                    help="rebuild from the cache only (missing quantities shown as 'not run yet')")
     p.add_argument("--only", default=None, help="rows whose target contains this text")
+    p.add_argument("--widths", default=None,
+                   help="compute only rows of these widths, e.g. '1' (the others from the cache, or "
+                        "'not run yet'); the page always lists the whole catalogue")
+    p.add_argument("--activations", default=None,
+                   help="compute only rows of these activations, e.g. 'gelu' (as --widths)")
     p.add_argument("--quantities", default=",".join(KINDS),
                    help=f"comma-separated subset of {','.join(KINDS)} to compute (the others are "
                         "taken from the cache if there, else shown as 'not run')")
@@ -244,6 +259,13 @@ def main(argv: list[str] | None = None) -> int:
     cfg = dict(QUICK if args.quick else FULL)
     if args.workers < 1:
         p.error(f"--workers must be >= 1, got {args.workers}")
+    try:
+        widths = None if args.widths is None else {int(w) for w in args.widths.split(",") if w.strip()}
+    except ValueError:
+        p.error(f"--widths must be comma-separated integers, got {args.widths!r}")
+    acts = None if args.activations is None else {a.strip() for a in args.activations.split(",")}
+    if acts is not None and acts - set(ACTIVATIONS):
+        p.error(f"--activations must name some of {list(ACTIVATIONS)}, got {args.activations!r}")
     wanted = [k.strip() for k in args.quantities.split(",") if k.strip()]
     if not wanted or set(wanted) - set(KINDS):
         p.error(f"--quantities must name some of {list(KINDS)}, got {args.quantities!r}")
@@ -271,7 +293,8 @@ def main(argv: list[str] | None = None) -> int:
                 if hit is not None:
                     row[kind] = hit
                     cache.hits += 1
-                elif args.replot or (kind not in wanted
+                elif args.replot or ((kind not in wanted or (widths is not None and m not in widths)
+                                      or (acts is not None and act not in acts))
                                      and not (kind == "d50" and (m != 1 or target in K2))):
                     # not asked for, or --replot (which never computes): shown as 'not run yet';
                     # an n/a δ_50 costs nothing and is always filled when computing

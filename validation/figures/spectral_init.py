@@ -72,10 +72,13 @@ Full size (not run in this session)::
 
     python validation/figures/spectral_init.py --trials 20 --workers 2
 
-(GeLU on ``z² − 1`` and on ``z²``, d = 1000 and 2000, δ = 1 … 8: 2 cases × 8 δ × 20 trials ×
-(≈ 5 s at d = 1000 + ≈ 20 s at d = 2000 per trial of 1000 steps with both starts, one core,
-plus < 1 s for the eigenvector) ≈ 2 CPU-hours; the theory, 16 DMFT runs of 200 steps with
-2·10⁴ paths, a few minutes.) ``--quick`` (the test): d = 60, one case, 3 δ, 2 trials.
+(GeLU on ``z² − 1`` and on ``z²``, d = 1000 and 2000, δ = 1 … 8. Estimate: one GD run of
+1000 steps at d = 1000 took 13.6 s on average on the loaded machine (``success_curves.py``'s
+run); the two starts are stepped as one batch (about 1.3× one run, bench_simulator part 3),
+≈ 18 s per trial at d = 1000 and ≈ 4× that at d = 2000; the spectral vector 1–5 s (dense).
+2 cases × 8 δ × 20 trials × (18 + 72) s ≈ 29 000 s ≈ 8 CPU-hours; the theory, 16 DMFT runs of
+200 steps with 2·10⁴ paths, a few minutes; the d = 1000 overlap check 20 s.)
+``--quick`` (the test): d = 60, one case, 3 δ, 2 trials.
 """
 
 from __future__ import annotations
