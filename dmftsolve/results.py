@@ -30,17 +30,6 @@ class Status(enum.Enum):
     NO_ROOT = "no_root"
     FAILED = "failed"
 
-    @classmethod
-    def finish(cls, *, start: float, messages: Sequence[str] = (), throw: bool = False,
-               **fields: Any) -> Self:
-        """Build a result whose ``message`` joins ``messages`` with ``"; "`` and whose
-        ``elapsed`` runs from ``start`` (a :func:`time.perf_counter` value); with ``throw``,
-        raise :class:`SolverError` unless its status is ``SUCCESS``."""
-        res = cls(message="; ".join(messages), elapsed=time.perf_counter() - start, **fields)
-        if throw:
-            res.raise_for_status()
-        return res
-
     @property
     def ok(self) -> bool:
         return self is Status.SUCCESS

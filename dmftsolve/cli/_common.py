@@ -48,13 +48,18 @@ def clip(value: Any, limit: int = ECHO_LIMIT) -> str:
 
 def positive_int(name: str, maximum: int | None = None) -> Callable[[str], int]:
     """An argparse ``type`` for an integer option that must be >= 1 (and <= ``maximum``)."""
+    return int_at_least(name, 1, maximum)
+
+
+def int_at_least(name: str, minimum: int, maximum: int | None = None) -> Callable[[str], int]:
+    """An argparse ``type`` for an integer option that must be >= ``minimum`` (and <= ``maximum``)."""
     def parse(text: str) -> int:
         try:
             v = int(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"expected an integer, got {clip(text)}") from None
-        if v < 1:
-            raise argparse.ArgumentTypeError(f"{name} must be >= 1, got {v}")
+        if v < minimum:
+            raise argparse.ArgumentTypeError(f"{name} must be >= {minimum}, got {v}")
         if maximum is not None and v > maximum:
             raise argparse.ArgumentTypeError(f"{name} must be <= {maximum}, got {clip(v)}")
         return v

@@ -16,6 +16,7 @@ from dmftsolve.cli._common import (
     emit,
     format_pm,
     format_table,
+    int_at_least,
     problem_from_args,
 )
 
@@ -62,29 +63,6 @@ DEFAULT_PATHS = 400_000
 DEFAULT_REPLICATES = 5
 
 
-def _nonneg_int(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text[:80]!r}") from None
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {v}")
-    return v
-
-
-def _int_at_least(minimum: int, maximum: int) -> Any:
-    def parse(text: str) -> int:
-        try:
-            v = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected an integer, got {text[:80]!r}") from None
-        if not minimum <= v <= maximum:
-            raise argparse.ArgumentTypeError(f"must be in [{minimum}, {maximum}], got {v}")
-        return v
-    parse.__name__ = "int"
-    return parse
-
-
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("spectrum", help="Hessian bulk spectrum and outliers at step t, with errors",
                               description=DESCRIPTION,
@@ -96,18 +74,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             action.help = "not used: spectrum runs exactly --t GD steps (if given, must equal --t)"
     g = p.add_argument_group("spectrum")
     g.add_argument("--delta", type=float, required=True, help="sample ratio n/d")
-    g.add_argument("--t", type=_nonneg_int, default=0, help="GD step (default: %(default)s)")
-    g.add_argument("--paths", type=_int_at_least(1000, 10**8), default=DEFAULT_PATHS,
+    g.add_argument("--t", type=int_at_least("--t", 0), default=0, help="GD step (default: %(default)s)")
+    g.add_argument("--paths", type=int_at_least("--paths", 1000, 10**8), default=DEFAULT_PATHS,
                    help="t > 0: DMFT Monte Carlo paths per seed (default: %(default)s)")
-    g.add_argument("--replicates", type=_int_at_least(1, 1000), default=DEFAULT_REPLICATES,
+    g.add_argument("--replicates", type=int_at_least("--replicates", 1, 1000), default=DEFAULT_REPLICATES,
                    help="t > 0: independent DMFT seeds seed, seed+1, ... for the standard errors "
                         "(default: %(default)s)")
-    g.add_argument("--seed", type=_nonneg_int, default=0,
+    g.add_argument("--seed", type=int_at_least("--seed", 0), default=0,
                    help="t > 0: DMFT seed of the first replicate (default: %(default)s; "
                         "t = 0 uses no randomness)")
-    g.add_argument("--nodes", type=_int_at_least(8, 2000), default=None,
+    g.add_argument("--nodes", type=int_at_least("--nodes", 8, 2000), default=None,
                    help="t = 0: quadrature nodes per Gaussian coordinate (default: at most 40000 atoms)")
-    g.add_argument("--points", type=_int_at_least(2, 100_000), default=200,
+    g.add_argument("--points", type=int_at_least("--points", 2, 100_000), default=200,
                    help="density grid points (default: %(default)s)")
     g.add_argument("--plot", metavar="FILE", default=None, help="write the density to a PNG (matplotlib)")
     add_output_arguments(p)
