@@ -169,6 +169,34 @@ def compute(kind: str, target: str, act: str, m: int, cfg: dict[str, Any]) -> di
 
 
 # --------------------------------------------------------------------------- page
+FIGURES = {
+    "success_curves": "GD success probability and final cosine vs δ, GeLU and r² on z² and z² − 1 "
+                      "(paper Figs 1, 4, 5), with the finite-d transition and δ_NN(t·η = 1)",
+    "spectral_init": "optimal spectral start (Luo–Alghamdi–Lu T*) beside the random one; closed-form "
+                     "overlap ρ(δ) and a warm-start DMFT",
+    "grokking": "Fig. 2: losses and cosine vs steps at d = 5000, δ = 17.5 (centred label, trained "
+                "bias); DMFT first phase and predicted escape",
+    "hessian_spectra": "Hessian spectra along restricted GD: histogram, DMFT bulk density, outliers",
+}
+
+
+def figure_status(name: str) -> str:
+    """What the figure's JSON in the default output directory says was run (or 'not run')."""
+    path = DEFAULT_OUT / f"{name}.json"
+    if not path.exists():
+        return "not run at full size yet"
+    try:
+        data = json.loads(path.read_text())
+        st = data["settings"]
+    except (OSError, ValueError, KeyError):
+        return "unreadable JSON"
+    if st.get("quick"):
+        return "only --quick"
+    keys = ("cases", "ds", "d", "delta", "trials", "deltas", "convention")
+    desc = ", ".join(f"{k} = {st[k]}" for k in keys if st.get(k) is not None)
+    return f"`{data.get('command', '')}` ({desc})".replace("|", "/")
+
+
 def fmt(q: dict[str, Any] | None, digits: int = 2) -> str:
     if q is None:
         return "not run yet"
@@ -220,6 +248,14 @@ def render(rows: list[dict[str, Any]], cfg: dict[str, Any], cmd: str, quick: boo
     for i, r in enumerate(rows, 1):
         lines.append(f"| {i} | `{r['target']}` | {r['activation']} | {r['m']} | {r['eta']:g} | "
                      f"{fmt(r['alg'], 3)} | {fmt(r['nn_early'])} | {fmt(r['nn_long'])} | {fmt(r['d50'])} |")
+    lines += ["", "## Figures", "",
+              "Each script in `validation/figures/` regenerates one PNG and JSON in "
+              "`validation/results/figures/` (point cache beside them; `--replot` redraws without "
+              "computing; `--quick` is the tiny configuration of `tests/test_figures.py`). Full-size "
+              "commands and measured costs are in each script's docstring.", "",
+              "| script | shows | what has been run |", "|---|---|---|"]
+    for name, shows in FIGURES.items():
+        lines.append(f"| `validation/figures/{name}.py` | {shows} | {figure_status(name)} |")
     lines += ["", "## Commands", "",
               "Each row's numbers come from these commands (the same settings as the table).", ""]
     for i, r in enumerate(rows, 1):
