@@ -100,13 +100,14 @@ def run(args: argparse.Namespace) -> int:
         from dmftsolve.cli._common import check_output_path
 
         args.plot = Path(check_output_path(str(args.plot)))
+    if args.M0 is not None or args.Q0 is not None or args.hold_zero:
+        raise ValueError("--M0, --Q0 and --hold-zero do not apply: each draw starts from a random "
+                         f"overlap m_0/sqrt(d) (got --M0 {args.M0}, --Q0 {args.Q0}, "
+                         f"--hold-zero {args.hold_zero})")
     sim = _load_sim(args.sim)
     problem = problem_from_args(args)
     s = TransitionSettings(draws=args.draws, seed=args.seed, noise=not args.no_noise)
-    try:
-        c = transition(problem, args.d, args.delta, settings=s, throw=False, progress=args.progress)
-    except ValueError:
-        raise
+    c = transition(problem, args.d, args.delta, settings=s, throw=False, progress=args.progress)
     sim_fit = None
     if sim is not None:
         sim_fit = probit_fit(np.array(sim["deltas"]), np.array(sim["successes"]), np.array(sim["trials"]))
