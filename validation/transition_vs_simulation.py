@@ -54,6 +54,8 @@ CASES: dict[str, dict[str, Any]] = {
                   "variant": None, "grid": {1000: (7, 8.5, 10, 11.5, 13)}},
     "quad_z2": {"target": "z**2", "activation": "quad", "eta": 0.1, "T": 600, "gd_T": 2000,
                 "variant": "Q0", "grid": {500: (3, 4, 5, 6, 8)}},
+    "quad_z2m1": {"target": "z**2 - 1", "activation": "quad", "eta": 0.1, "T": 600, "gd_T": 2000,
+                  "variant": "Q4", "grid": {500: (3, 3.6, 4.2, 5, 6)}},
     # the same construction without the finite-n sources (initial overlap only): what they contribute
     "gelu_z2m1_initial_only": {"target": "z**2 - 1", "activation": "gelu", "eta": 0.5, "T": 400,
                                "gd_T": 1000, "variant": "V4", "noise": False,
