@@ -239,7 +239,11 @@ def render(rows: list[dict[str, Any]], cfg: dict[str, Any], cmd: str, quick: boo
         "± bootstrap error. For unbounded labels the finite-t δ_NN grows with the number of paths "
         "(docs/findings.md §5): read those values as 'at this many paths'. '—' rows say why. "
         "ReLU: σ'' = 0 away from the kink, so D = σ'² ≥ 0 and the Hessian has no negative "
-        "outlier at any δ (criterion 'negative'): its δ_NN is above every bracket.",
+        "outlier at any δ (criterion 'negative'): its δ_NN is above every bracket. A δ_50 near or "
+        f"beyond the end of its grid ({cfg['transition_grid'][-1]:g}) is the probit fit's "
+        "extrapolation, hence its large error. 'not run yet': not computed so far (subsets are "
+        "computed with --quantities, --widths, --activations; the whole table is "
+        "`python validation/results_table.py --workers 2`, hours: see the script's docstring).",
         "",
         "| # | target | σ | m | η | δ_alg | δ_NN(t·η = 1) | δ_NN long | δ_50 (d = "
         f"{cfg['d']}) |",
