@@ -42,9 +42,10 @@ Estimated cost on one core: δ_alg 0.1–8 s per target. δ_NN(t·η = 1), 3 see
 8 s for GeLU, m = 1, ``z² − 1`` (6.66 ± 0.72) but **527 s** for the same row at m = 2
 (6.26 ± 0.54), on the shared machine. The long-time rule (T = 200) costs ≈ 50 s per m = 1 row
 (findings §7) and, scaling like the early one, of the order of an hour per m = 2 row. So
-24 m = 1 rows ≈ 30 min, 24 m = 2 rows ≈ 10–25 CPU-hours; δ_50: 16 rows × 7 δ × 8 draws × ≈ 5 s
-≈ 1.3 CPU-hours. ``--quantities`` computes a subset (e.g. ``alg,nn_early``) and ``--only``
-selects rows. ``--quick`` (the test): three rows with tiny settings, written to ``--out``.
+24 m = 1 rows ≈ 30 min, 24 m = 2 rows ≈ 10–25 CPU-hours; δ_50: measured 5–6 min per row
+(7 δ × 8 draws at d = 1000, GeLU), 16 rows ≈ 1.5 CPU-hours. ``--quantities`` computes a subset
+(e.g. ``alg,nn_early``); ``--only``, ``--widths``, ``--activations`` select rows.
+``--quick`` (the test): three rows with tiny settings, written to ``--out``.
 """
 
 from __future__ import annotations
