@@ -98,11 +98,6 @@ def ints(text: str) -> list[int]:
     return _numbers(text, int, "integers")
 
 
-# Transitional aliases for cli/transition.py (helper D); remove once it imports ``floats``.
-_floats = floats
-_ints = ints
-
-
 def _matrix(text: str) -> list[list[float]]:
     """``"0.5,0;0,0.5"`` -> [[0.5, 0], [0, 0.5]] (rows separated by ';')."""
     return [floats(row) for row in text.split(";")]

@@ -10,10 +10,10 @@ from typing import Any
 
 from dmftsolve.cli._common import (
     CommandError,
-    _floats,
     add_output_arguments,
     add_problem_arguments,
     emit,
+    floats,
     format_table,
     positive_int,
     problem_from_args,
@@ -63,7 +63,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     g = p.add_argument_group("transition")
     g.add_argument("--d", type=positive_int("--d", 10**7), default=2000,
                    help="input dimension d (default: %(default)s)")
-    g.add_argument("--delta", type=_floats, default=[5.0, 5.5, 6.0, 6.5, 7.0, 8.0],
+    g.add_argument("--delta", type=floats, default=[5.0, 5.5, 6.0, 6.5, 7.0, 8.0],
                    help="comma-separated sample ratios (default: 5,5.5,6,6.5,7,8)")
     g.add_argument("--draws", type=positive_int("--draws", 10**5), default=16,
                    help="DMFT draws per delta (default: %(default)s)")

@@ -57,7 +57,8 @@ import numpy as np
 from dmftsolve.problem import Problem, check_delta, check_integer
 from dmftsolve.results import Result, SolverError, Status
 
-__all__ = ["HardOverlapSettings", "HardOverlapLaw", "RestrictedPaths", "restricted_paths",
+__all__ = ["check_hard_overlap_problem", "HardOverlapSettings", "HardOverlapLaw", "RestrictedPaths",
+           "restricted_paths",
            "gamma_star", "noise_covariance", "linear_response", "propagate_hard_overlap",
            "hard_overlap_law"]
 
@@ -150,7 +151,8 @@ class RestrictedPaths:
         return self.V.shape[0] - 1
 
 
-def _check_problem(problem: Problem) -> None:
+def check_hard_overlap_problem(problem: Problem) -> None:
+    """Raise ``ValueError`` unless ``problem`` is one neuron on one even (sign-symmetric) hard direction."""
     if not isinstance(problem, Problem):
         raise ValueError(f"problem must be a Problem, got {problem!r}")
     if problem.m != 1 or problem.k != 1:
@@ -181,7 +183,7 @@ def restricted_paths(problem: Problem, delta: float, *, steps: int, n_paths: int
     """
     from dmftsolve.dynamics.dmft import solve_dmft
 
-    _check_problem(problem)
+    check_hard_overlap_problem(problem)
     delta = check_delta(delta)
     T = check_integer("steps", steps, 1)
     p = problem.replace(hold_zero=[0], steps=T, M0=None, Q0=None)
@@ -399,7 +401,7 @@ def hard_overlap_law(problem: Problem, delta: float, *, d: int | None = None,
     HardOverlapLaw
     """
     t0 = time.perf_counter()
-    _check_problem(problem)
+    check_hard_overlap_problem(problem)
     delta = check_delta(delta)
     s = HardOverlapSettings() if settings is None else settings
     if not isinstance(s, HardOverlapSettings):

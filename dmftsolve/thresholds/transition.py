@@ -163,10 +163,10 @@ def success_probability(problem: Problem, delta: float, d: int, *,
     SuccessProbability
     """
     from dmftsolve.dynamics.dmft import solve_dmft
-    from dmftsolve.dynamics.hard_overlap import _check_problem
+    from dmftsolve.dynamics.hard_overlap import check_hard_overlap_problem
 
     t0 = time.perf_counter()
-    _check_problem(problem)
+    check_hard_overlap_problem(problem)
     delta = check_delta(delta)
     d = check_integer("d", d, 2)
     s = TransitionSettings() if settings is None else settings
