@@ -145,6 +145,17 @@ HOSTILE = [
 ]
 
 
+def _value_kind(v: str, extra: Callable[[str], str | None]) -> str:
+    """Classify a bad option value: zero, negative, nan/inf, the caller's own classes, else wrong type."""
+    if v == "0":
+        return "zero"
+    if v.startswith("-"):
+        return "negative"
+    if v == "nan":
+        return "nan/inf"
+    return extra(v) or "wrong type"
+
+
 def _cli(
     group: str, kind: str, label: str, expect: str, *argv: str, tiny: bool = True, fast: bool = True
 ) -> Case:
@@ -246,17 +257,7 @@ def _cases() -> list[Case]:
         "--seed": ["abc"],
     }.items():
         for v in vals:
-            kind = (
-                "zero"
-                if v == "0"
-                else "negative"
-                if v.startswith("-")
-                else "nan/inf"
-                if v == "nan"
-                else "out of range"
-                if v == "999"
-                else "wrong type"
-            )
+            kind = _value_kind(v, lambda v: "out of range" if v == "999" else None)
             c.append(_cli(g, kind, f"{opt} {v!r}", "input", f"{opt}={v}"))
     for kind, v in [
         ("negative", "-1"),
@@ -352,15 +353,7 @@ def _cases() -> list[Case]:
         "--errors": ["foo"],
     }.items():
         for v in vals:
-            kind = (
-                "zero"
-                if v == "0"
-                else "negative"
-                if v.startswith("-")
-                else "too small"
-                if v in "13"
-                else "wrong type"
-            )
+            kind = _value_kind(v, lambda v: "too small" if v in ("1", "3") else None)
             c.append(_cli(g, kind, f"{opt} {v!r}", "input", f"{opt}={v}"))
     c.append(_cli(g, "huge", "--paths 10**12", "input", "--paths", str(10**12)))
     c.append(
@@ -462,18 +455,8 @@ def _cases() -> list[Case]:
         "--seed": ["-1", "abc"],
     }.items():
         for v in vals:
-            kind = (
-                "zero"
-                if v == "0"
-                else "negative"
-                if v.startswith("-")
-                else "nan/inf"
-                if v == "nan"
-                else "huge"
-                if len(v) > 6
-                else "too small"
-                if v in ("1", "10")
-                else "wrong type"
+            kind = _value_kind(
+                v, lambda v: "huge" if len(v) > 6 else "too small" if v in ("1", "10") else None
             )
             c.append(_cli(g, kind, f"{opt} {v!r}", "input", f"{opt}={v}"))
     for kind, v in [
@@ -517,18 +500,8 @@ def _cases() -> list[Case]:
         "--seed": ["abc"],
     }.items():
         for v in vals:
-            kind = (
-                "zero"
-                if v == "0"
-                else "negative"
-                if v.startswith("-")
-                else "nan/inf"
-                if v == "nan"
-                else "huge"
-                if len(v) > 3 and v.isdigit()
-                else "out of range"
-                if v == "2"
-                else "wrong type"
+            kind = _value_kind(
+                v, lambda v: "huge" if len(v) > 3 and v.isdigit() else "out of range" if v == "2" else None
             )
             c.append(_cli(g, kind, f"{opt} {v!r}", "input", f"{opt}={v}"))
     c.append(_cli(g, "wrong shape", "--k 1 with z1*z2", "input", "--k", "1", "--target", "z1*z2"))
