@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from scipy import integrate
 
-from dmftsolve import Problem, SolverError
+from dmftsolve import Problem, SolverError, Status
 from dmftsolve.dynamics.dmft import DMFTResult, DMFTSettings, largest_cosine, largest_cosines, solve_dmft
 from dmftsolve.hessian.law import Law
 
@@ -448,3 +448,23 @@ def test_warm_start_overlap_growth_matches_simulation():
     mean, se = M.mean(axis=0), M.std(axis=0, ddof=1) / math.sqrt(M.shape[0])
     assert r.M[-1, 0, 0] > 3 * r.M[0, 0, 0]  # the overlap grows: the test sees the instability
     assert np.all(np.abs(r.M[:, 0, 0] - mean) <= 1 / math.sqrt(d) + 3 * (r.M_err[:, 0, 0] + se))
+
+
+@pytest.mark.parametrize(("target", "m"), [("abs(z)", 2), ("z**2 - 1", 1)])
+def test_diverging_run_is_a_nonfinite_status_without_warnings(target: str, m: int) -> None:
+    """r² at η = 0.5 diverges within a few steps: the result says NONFINITE (no SVD error, no
+    overflow warning: the suite turns warnings into errors)."""
+    p = Problem.build(target=target, activation="quad", m=m, eta=0.5, steps=30)
+    res = solve_dmft(p, 2.0, n_paths=500, seed=0, throw=False)
+    assert res.status is Status.NONFINITE
+    with pytest.raises(SolverError, match="nonfinite"):
+        solve_dmft(p, 2.0, n_paths=500, seed=0)
+
+
+def test_largest_cosines_nan_for_a_diverged_entry() -> None:
+    """A non-finite stack entry gives NaN; the finite ones keep |M|/√(M² + Q) (closed form, m = k = 1)."""
+    M = np.array([[[0.3]], [[np.nan]], [[1e200]]])
+    Q = np.ones((3, 1, 1))
+    out = largest_cosines(M, Q)
+    assert out[0] == pytest.approx(0.3 / np.sqrt(1.09), rel=1e-12)
+    assert np.isnan(out[1:]).all()

@@ -480,10 +480,21 @@ class DMFTResult(Result):
 
 # --------------------------------------------------------------------------- helpers
 def largest_cosines(M: np.ndarray, Q: np.ndarray) -> np.ndarray:
-    """:func:`largest_cosine` for a stack: ``M`` (B, k, m), ``Q`` (B, m, m) → (B,)."""
+    """:func:`largest_cosine` for a stack: ``M`` (B, k, m), ``Q`` (B, m, m) → (B,).
+
+    A stack entry with a non-finite ``M``, ``Q`` or Gram (a diverged run) gives NaN
+    instead of an error from the linear algebra.
+    """
     M = np.asarray(M, dtype=float)
     Q = np.asarray(Q, dtype=float)
-    G = np.swapaxes(M, 1, 2) @ M + Q
+    with np.errstate(over="ignore", invalid="ignore"):
+        G = np.swapaxes(M, 1, 2) @ M + Q
+    finite = np.isfinite(G).all(axis=(1, 2)) & np.isfinite(M).all(axis=(1, 2))
+    if not finite.all():
+        out = np.full(M.shape[0], np.nan)
+        if finite.any():
+            out[finite] = largest_cosines(M[finite], Q[finite])
+        return out
     G = (G + np.swapaxes(G, 1, 2)) / 2
     w, U = np.linalg.eigh(G)
     scale = np.maximum(w.max(axis=1, initial=0.0), 1e-300)
@@ -988,7 +999,8 @@ def solve_dmft(problem: Problem, delta: float, settings: DMFTSettings | None = N
         )
     t_start = time.perf_counter()
     root = as_seed_sequence(cfg.seed)
-    with blas_threads_limit(cfg.blas_threads):
+    # overflow in a diverging run is reported by the status (NONFINITE), not by numpy warnings
+    with blas_threads_limit(cfg.blas_threads), np.errstate(over="ignore", invalid="ignore"):
         test = _test_sample(problem, cfg.total_paths(), as_generator(child(root, 0))) \
             if cfg.test_loss == "mc" else None
         res = _solve_once(problem, delta, cfg, root, test)
