@@ -46,10 +46,16 @@ repeats the whole search with DMFT seeds seed, seed+1, ..., and prints the
 mean of the R bracket midpoints with its standard error (the bisection bracket
 of one seed is much narrower than the seed-to-seed spread).
 
+What it is, and what it is not: delta_NN is a property of the d -> infinity
+Hessian along the restricted dynamics. It is not GD's 50 % success point at a
+finite d, which lies well below the long-time delta_NN (GeLU on z**2: about
+10-11 at d = 500-2000 against 22); for that number use `dmftsolve transition
+--d D` (docs/findings.md, "Finite-d transition").
+
 With no options this computes the paper's headline case, a GeLU single neuron
 on y = z**2, with 3 replicates searched side by side on the available cores:
-measured 54 s of CPU in all, 114 s wall on a shared, loaded 2-core machine
-(load average 5). The run refuses up front a search
+measured 14 s wall (24 s of CPU) on 2 idle cores; 65-114 s wall on a shared,
+loaded 2-core machine (load average 5). The run refuses up front a search
 whose estimated memory exceeds what is free or whose estimated time exceeds a
 day, and warns past ten minutes.
 
@@ -243,7 +249,10 @@ def run(args: argparse.Namespace) -> int:
                 ["bracket" if len(res.replicates) < 2 else "hull of the replicate brackets",
                  None if res.bracket is None else _bracket(res.bracket)],
                 ["standard error", "unknown (one replicate)" if res.stderr is None else res.stderr]]
-        lines += [format_table(["quantity", "value"], rows), "", _answer(res)]
+        lines += [format_table(["quantity", "value"], rows), "",
+                  "(the d -> infinity Hessian threshold; GD's finite-d 50 % point: "
+                  "dmftsolve transition --d D)",
+                  _answer(res)]
         return "\n".join(lines)
 
     payload = res.to_dict()
