@@ -258,7 +258,7 @@ def expect(
     max_points: int = 2**22,
     n_samples: int = 2**16,
     n_scrambles: int = 16,
-    rng: SeedLike = None,
+    seed: SeedLike = None,
     throw: bool = True,
 ) -> Expectation:
     """Compute ``E[func(G)]`` for ``G ~ N(mean, cov)``.
@@ -287,8 +287,8 @@ def expect(
         each rounded up to a power of two) and ``mc``.
     n_scrambles : int
         Independent Sobol scramblings for the ``qmc`` standard error (>= 2).
-    rng : int, SeedSequence, Generator or None
-        Source of randomness for ``qmc`` and ``mc``.
+    seed : int, SeedSequence, Generator or None
+        Source of randomness for ``qmc`` and ``mc`` (``dmftsolve.seeds``).
     throw : bool
         Raise :class:`~dmftsolve.results.SolverError` if the status is not
         ``SUCCESS`` (default); otherwise return the result with its status.
@@ -316,7 +316,7 @@ def expect(
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo:
             raise ValueError(f"{name} must be an integer >= {lo}, got {v!r}")
     mean, A, _ = _check_gaussian(mean, cov)
-    rng = as_generator(rng)
+    rng = as_generator(seed)
     rank = A.shape[1]
     if rank == 0:  # degenerate: G = mean almost surely
         vals = _evaluate(func, mean[None, :])

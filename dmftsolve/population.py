@@ -66,7 +66,7 @@ def population_loss(
     rtol: float = 1e-10,
     atol: float = 1e-12,
     n_samples: int = 2**16,
-    rng: SeedLike = None,
+    seed: SeedLike = None,
     throw: bool = True,
 ) -> Expectation:
     """Test loss ``E[loss(y, Σ_j a_j σ(V_j))]`` at overlaps ``M``, orthogonal Gram ``Q`` and bias ``b``.
@@ -91,8 +91,8 @@ def population_loss(
         Quadrature tolerances.
     n_samples : int
         Points for ``qmc``/``mc``.
-    rng : int, SeedSequence, Generator or None
-        Randomness for ``qmc``/``mc``.
+    seed : int, SeedSequence, Generator or None
+        Randomness for ``qmc``/``mc`` (``dmftsolve.seeds``).
     throw : bool
         Raise :class:`~dmftsolve.results.SolverError` on failure (default).
 
@@ -130,4 +130,4 @@ def population_loss(
         return problem.loss_value(problem.labels(z, eps), V)
 
     return expect(integrand, np.zeros(dim), cov, method=method, rtol=rtol, atol=atol,
-                  n_samples=n_samples, rng=rng, throw=throw)
+                  n_samples=n_samples, seed=seed, throw=throw)

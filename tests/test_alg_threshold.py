@@ -238,8 +238,8 @@ def test_parity_infinite_and_committee_trivial():
 
 
 def test_binned_seeded_and_status():
-    a = alg_threshold("z1*z2", rng=5, n_samples=2**16, throw=False)
-    b = alg_threshold("z1*z2", rng=5, n_samples=2**16, throw=False)
+    a = alg_threshold("z1*z2", seed=5, n_samples=2**16, throw=False)
+    b = alg_threshold("z1*z2", seed=5, n_samples=2**16, throw=False)
     assert a.delta_alg == b.delta_alg and a.error == b.error
     with pytest.raises(SolverError) as info:
         alg_threshold("z1**2 + z2**2", n_samples=2**10, n_scrambles=4)

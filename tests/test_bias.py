@@ -121,9 +121,9 @@ def test_simulator_matches_an_independent_reference_gd_with_bias() -> None:
 
     # the test loss is the population loss at (M_t, W_⊥ᵀW_⊥, b_t), up to its MC error
     Wt = Wr[-1]
-    e = population_loss(p, Wt[:2], Wt[2:].T @ Wt[2:], br[-1], method="qmc", n_samples=2**18, rng=0)
+    e = population_loss(p, Wt[:2], Wt[2:].T @ Wt[2:], br[-1], method="qmc", n_samples=2**18, seed=0)
     assert abs(run.test_loss[1, -1] - e.value) < 4 * (run.test_loss_stderr[1, -1] + e.error)
-    e0 = population_loss(p, Wt[:2], Wt[2:].T @ Wt[2:], method="qmc", n_samples=2**18, rng=0)
+    e0 = population_loss(p, Wt[:2], Wt[2:].T @ Wt[2:], method="qmc", n_samples=2**18, seed=0)
     assert abs(run.test_loss[1, -1] - e0.value) > 4 * (run.test_loss_stderr[1, -1] + e0.error)
 
 

@@ -89,7 +89,7 @@ def test_nonsmooth_quadrature_fails_and_auto_falls_back():
     assert info.value.result.status is Status.NOT_CONVERGED
     res = expect(func, [0.0], [[1.0]], method="quadrature", throw=False)
     assert res.status is Status.NOT_CONVERGED and not res.ok
-    auto = expect(func, [0.0], [[1.0]], rng=3)
+    auto = expect(func, [0.0], [[1.0]], seed=3)
     assert auto.ok and auto.method == "qmc"
     # E|G| = sqrt(2/π) (closed form)
     assert abs(auto.value - math.sqrt(2 / math.pi)) < 5 * auto.error
@@ -100,29 +100,29 @@ def test_monte_carlo_within_standard_error(method):
     """E[Π cos G_i] = exp(−dim/2) for G ~ N(0, I) (closed form: characteristic function)."""
     dim = 5
     res = expect(lambda x: np.cos(x).prod(axis=1), np.zeros(dim), np.eye(dim), method=method,
-                 n_samples=2**15, rng=np.random.default_rng(7))
+                 n_samples=2**15, seed=np.random.default_rng(7))
     assert res.method == method and res.error > 0
     assert abs(res.value - math.exp(-dim / 2)) < 5 * res.error
     again = expect(lambda x: np.cos(x).prod(axis=1), np.zeros(dim), np.eye(dim), method=method,
-                   n_samples=2**15, rng=7)
+                   n_samples=2**15, seed=7)
     assert again.value == res.value  # seeded
 
 
 def test_auto_dimension_rules():
     # rank 4, polynomial: quadrature is exact (E‖G‖² = 4)
-    res = expect(lambda x: (x**2).sum(axis=1), np.zeros(4), np.eye(4), rng=0)
+    res = expect(lambda x: (x**2).sum(axis=1), np.zeros(4), np.eye(4), seed=0)
     assert res.method == "quadrature" and res.value == pytest.approx(4.0, rel=1e-12)
     # rank 8: QMC (E‖G‖² = 8)
-    res = expect(lambda x: (x**2).sum(axis=1), np.zeros(8), np.eye(8), rng=0)
+    res = expect(lambda x: (x**2).sum(axis=1), np.zeros(8), np.eye(8), seed=0)
     assert res.method == "qmc"
     assert abs(res.value - 8.0) < 5 * res.error + 1e-12
 
 
 def test_nonfinite_values():
     with pytest.raises(SolverError):
-        expect(lambda x: np.where(x[:, 0] > 0, np.inf, 0.0), [0.0], [[1.0]], method="mc", rng=0)
+        expect(lambda x: np.where(x[:, 0] > 0, np.inf, 0.0), [0.0], [[1.0]], method="mc", seed=0)
     res = expect(lambda x: np.where(x[:, 0] > 0, np.nan, 0.0), [0.0], [[1.0]], method="mc",
-                 rng=0, throw=False)
+                 seed=0, throw=False)
     assert res.status is Status.NONFINITE
 
 
@@ -136,7 +136,7 @@ def test_nonfinite_values():
         {"mean": [0.0], "cov": [[1.0]], "method": "simpson"},
         {"mean": [0.0], "cov": [[1.0]], "rtol": -1.0},
         {"mean": [0.0], "cov": [[1.0]], "n_samples": 1},
-        {"mean": [0.0], "cov": [[1.0]], "rng": "seed"},
+        {"mean": [0.0], "cov": [[1.0]], "seed": "seed"},
     ],
 )
 def test_bad_input(kwargs):

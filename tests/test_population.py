@@ -64,7 +64,7 @@ def test_linear_network_multi_index(M, L):
 def test_monte_carlo_methods(method):
     """Same closed form as test_quad_neuron_with_overlap, within 5 standard errors."""
     p = reference_problem("quad_phase")
-    res = population_loss(p, 0.5, 0.3, method=method, n_samples=2**15, rng=11)
+    res = population_loss(p, 0.5, 0.3, method=method, n_samples=2**15, seed=11)
     expected = (3 - 2 * (3 * 0.25 + 0.3) + 3 * (0.25 + 0.3) ** 2) / 2
     assert res.method == method
     assert abs(res.value - expected) < 5 * res.error
@@ -73,7 +73,7 @@ def test_monte_carlo_methods(method):
 def test_nonsmooth_activation_falls_back_to_qmc():
     """ReLU neuron, y = z, M = 0, Q = 1: E[(z − relu(ξ))²]/2 = (1 + E relu(ξ)²)/2 = 3/4."""
     p = Problem.build(target="z", activation="relu")
-    res = population_loss(p, 0.0, 1.0, rng=0)
+    res = population_loss(p, 0.0, 1.0, seed=0)
     assert res.ok
     assert abs(res.value - 0.75) < 5 * res.error + 1e-9
 

@@ -63,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
     from dmftsolve.thresholds.weak_recovery import alg_threshold
 
     target = Target(args.target, k=args.k)
-    res = alg_threshold(target, method=args.method, rtol=args.rtol, rng=args.seed, throw=False)
+    res = alg_threshold(target, method=args.method, rtol=args.rtol, seed=args.seed, throw=False)
     payload = {
         "target": target.expr, "k": target.k, "delta_alg": res.delta_alg,
         "delta_alg_infinite": math.isinf(res.delta_alg), "error": res.error,

@@ -854,7 +854,7 @@ def alg_threshold(
     rtol: float = 1e-8,
     n_samples: int = 2**20,
     n_scrambles: int = 16,
-    rng: Any = 0,
+    seed: Any = 0,
     throw: bool = True,
 ) -> AlgThreshold:
     """Weak-recovery threshold ``δ_alg`` of the target (see the module docstring).
@@ -874,8 +874,8 @@ def alg_threshold(
         accepted if its error is below ``max(rtol, 1e-2)`` relative.
     n_samples, n_scrambles : int
         Sobol points (total) and independent scramblings for ``"binned"``.
-    rng : None, int or numpy.random.Generator
-        Randomness for ``"binned"`` (default seed 0, reproducible).
+    seed : None, int, SeedSequence or numpy.random.Generator
+        Randomness for ``"binned"`` (default 0, reproducible; ``dmftsolve.seeds``).
     throw : bool
         Raise :class:`~dmftsolve.results.SolverError` unless the status is
         ``SUCCESS`` (default).
@@ -896,7 +896,7 @@ def alg_threshold(
     start = time.perf_counter()
     target = _as_target(target_or_problem)
     _check_alg_inputs(method, rtol, n_samples, n_scrambles)
-    gen = as_generator(rng)
+    gen = as_generator(seed)
     k = target.k
     additive = _additive_noise(target)
     auto = method == "auto"
@@ -925,7 +925,7 @@ def alg_threshold(
         branch = _deterministic_branch(out, rtol, diagnostics, notes)
     else:
         settings.update({"n_samples": int(n_samples), "n_scrambles": int(n_scrambles),
-                         "seed": rng if isinstance(rng, (int, np.integer)) else None})
+                         "seed": seed if isinstance(seed, (int, np.integer)) else None})
         branch = _binned_branch(target, int(n_samples), int(n_scrambles), gen, rtol, diagnostics, notes)
     status, lam, lam_err, triv, trivial, zero_tol, accept = branch
     diagnostics.update({"spectral_radius": lam, "spectral_radius_error": lam_err})
