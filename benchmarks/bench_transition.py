@@ -3,7 +3,7 @@
 One ``d``, 8 values of δ, ``--units`` draws (theory) and trials (GD) per δ, the same horizon
 ``T`` for both, in the same process, one BLAS thread, theory first then GD:
 
-* theory: :func:`dmftsolve.thresholds.transition.transition` (one finite-n DMFT run of ``T``
+* theory: :func:`dmftsolve.thresholds.finite_d_transition.transition` (one finite-n DMFT run of ``T``
   steps with ``N = δd`` paths per draw);
 * GD: :func:`dmftsolve.simulation.sweeps.sweep` (float32 data, one worker).
 
@@ -26,7 +26,7 @@ import numpy as np
 
 from dmftsolve import Problem
 from dmftsolve.simulation.sweeps import sweep
-from dmftsolve.thresholds.transition import TransitionSettings, transition
+from dmftsolve.thresholds.finite_d_transition import TransitionSettings, transition
 
 DELTAS = (5.0, 5.5, 6.0, 6.5, 7.0, 7.5, 8.0, 9.0)
 

@@ -31,6 +31,10 @@ _LAZY = {
     "restricted": "dmftsolve.thresholds.hessian_threshold",
     "training_outliers": "dmftsolve.hessian.outlier_equation",
     "solve_fixed_point": "dmftsolve.dynamics.fixed_point",
+    "Law": "dmftsolve.hessian.law",
+    "hard_spectrum": "dmftsolve.thresholds.hessian_threshold",
+    "transition": "dmftsolve.thresholds.finite_d_transition",
+    "success_probability": "dmftsolve.thresholds.finite_d_transition",
     "population_loss": "dmftsolve.population",
     "expect": "dmftsolve.gaussian",
 }

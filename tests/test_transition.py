@@ -19,7 +19,7 @@ from dmftsolve.dynamics.hard_overlap import (
     noise_covariance,
     restricted_paths,
 )
-from dmftsolve.thresholds.transition import (
+from dmftsolve.thresholds.finite_d_transition import (
     TransitionSettings,
     probit_fit,
     success_probability,

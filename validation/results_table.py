@@ -19,7 +19,7 @@ Columns, each with the command that reproduces it (listed under the table) and i
   labels this finite-t threshold grows with the number of paths (findings §5.1–5.3): read it
   as the value at 10⁴ paths.
 * **δ_50 (d = 1000)** — helper D's finite-d transition
-  (:func:`dmftsolve.thresholds.transition.transition`: probit 50 % point of the finite-n DMFT
+  (:func:`dmftsolve.thresholds.finite_d_transition.transition`: probit 50 % point of the finite-n DMFT
   success curve, ± bootstrap error), horizon 400 steps, 8 draws on the δ grid
   ``TRANSITION_GRID``. Defined only for a single neuron (m = 1) with one target direction
   and a label even in z; other rows say so.
@@ -155,7 +155,7 @@ def compute(kind: str, target: str, act: str, m: int, cfg: dict[str, Any]) -> di
                 return {"value": None, "status": "n/a",
                         "why": "transition needs a single neuron and one target direction "
                                f"(m = {p.m}, k = {p.k})"}
-            from dmftsolve.thresholds.transition import TransitionSettings, transition
+            from dmftsolve.thresholds.finite_d_transition import TransitionSettings, transition
 
             r = transition(p, cfg["d"], cfg["transition_grid"], throw=False,
                            settings=TransitionSettings(steps=cfg["transition_steps"], draws=cfg["draws"]))

@@ -33,7 +33,7 @@ of a random start (m_0 stratified over N(0, q0)), with N = n = delta*d unpaired 
 Carlo paths, so the overlap update (1/N) sum_p z_p g_p carries the finite-n gradient
 noise along the target of GD with n samples (covariance (1/n) E[z^2 g^t g^s]), the
 finite-n curvature along it and the law of D at its physical sample size
-(dmftsolve.thresholds.transition). The success probability is the fraction of
+(dmftsolve.thresholds.finite_d_transition). The success probability is the fraction of
 draws that escape; delta_50 is the maximum-likelihood probit fit over all draws,
 +- its standard error. --no-noise keeps only the random initial overlap (paths paired
 by reflection): the difference shows the O(1/sqrt(d)) finite-n effects.
@@ -94,7 +94,7 @@ def _load_sim(path: Path | None) -> dict[str, Any] | None:
 def run(args: argparse.Namespace) -> int:
     import numpy as np
 
-    from dmftsolve.thresholds.transition import TransitionSettings, probit_fit, transition
+    from dmftsolve.thresholds.finite_d_transition import TransitionSettings, probit_fit, transition
 
     if args.plot is not None:  # shared check (cli/_common): directory, writability, format
         from dmftsolve.cli._common import check_output_path

@@ -5,7 +5,8 @@
   settings (:class:`DMFTSettings`) and driver loop;
 * :mod:`dmftsolve.dynamics.stein`, :mod:`dmftsolve.dynamics.pathwise` — the two
   estimators of the response ``Γ``, behind :mod:`dmftsolve.dynamics.response`;
-* :mod:`dmftsolve.dynamics.fixed_point` — its time-translation-invariant fixed point.
+* :mod:`dmftsolve.dynamics.fixed_point` — its time-translation-invariant fixed point;
+* :mod:`dmftsolve.dynamics.hard_overlap` — the finite-d law of the hard overlap.
 
 Public names are re-exported here lazily (importing the package stays cheap).
 """
@@ -13,6 +14,8 @@ Public names are re-exported here lazily (importing the package stays cheap).
 from dmftsolve._lazy import lazy_getattr
 
 _EXPORTS = {
+    "HardOverlapSettings": "dmftsolve.dynamics.hard_overlap",
+    "hard_overlap_law": "dmftsolve.dynamics.hard_overlap",
     "DMFTResult": "dmftsolve.dynamics.dmft",
     "DMFTSettings": "dmftsolve.dynamics.dmft",
     "solve_dmft": "dmftsolve.dynamics.dmft",

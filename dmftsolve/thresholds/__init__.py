@@ -2,7 +2,8 @@
 
 * :mod:`dmftsolve.thresholds.directions` — the easy/hard split of the target directions;
 * :mod:`dmftsolve.thresholds.weak_recovery` — the weak-recovery threshold ``δ_alg``;
-* :mod:`dmftsolve.thresholds.hessian_threshold` — the Hessian threshold ``δ_NN(t)`` and its long-time rule.
+* :mod:`dmftsolve.thresholds.hessian_threshold` — the Hessian threshold ``δ_NN(t)`` and its long-time rule;
+* :mod:`dmftsolve.thresholds.finite_d_transition` — GD's finite-d success probability and ``δ_50``.
 
 Public names are re-exported here lazily (importing the package stays cheap).
 """
@@ -22,6 +23,10 @@ _EXPORTS = {
     "ThresholdPredicate": "dmftsolve.thresholds.hessian_threshold",
     "restricted": "dmftsolve.thresholds.hessian_threshold",
     "DirectionSplit": "dmftsolve.thresholds.directions",
+    "TransitionSettings": "dmftsolve.thresholds.finite_d_transition",
+    "success_probability": "dmftsolve.thresholds.finite_d_transition",
+    "transition": "dmftsolve.thresholds.finite_d_transition",
+    "probit_fit": "dmftsolve.thresholds.finite_d_transition",
     "split_directions": "dmftsolve.thresholds.directions",
 }
 __all__ = list(_EXPORTS)

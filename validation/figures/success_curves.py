@@ -17,7 +17,7 @@ the escape steps (first recorded step with cosine > 1/2) and the final losses.
 
 Theory on the same axes:
 
-* **finite-d success curve** (dashed): :func:`dmftsolve.thresholds.transition.transition`
+* **finite-d success curve** (dashed): :func:`dmftsolve.thresholds.finite_d_transition.transition`
   (helper D's finite-n DMFT; ``--theory-draws`` draws per δ, horizon ``--theory-steps``
   GD steps, default 400: the DMFT's ``N = δd``-path solves can blow up long after an escape,
   see that module); drawn only where it ran — a failure is recorded in the JSON and the
@@ -137,14 +137,14 @@ def gd_point(case: dict[str, Any], steps: int, d: int, delta: float, trials: int
 def gd_probit(pts: list[dict[str, Any]]) -> dict[str, Any]:
     """GD's δ_50: the probit fit of helper D's :func:`probit_fit` to the success counts."""
     try:
-        from dmftsolve.thresholds.transition import probit_fit
+        from dmftsolve.thresholds.finite_d_transition import probit_fit
 
         mu, se, w = probit_fit(np.array([p["delta"] for p in pts]), np.array([p["successes"] for p in pts]),
                                np.array([p["trials"] for p in pts]))
     except Exception as exc:  # noqa: BLE001
         return {"error": f"{type(exc).__name__}: {exc}"}
     return {"delta_50": mu, "delta_50_err": se, "width": w,
-            "fit": "probit maximum likelihood, bootstrap se (dmftsolve.thresholds.transition.probit_fit)"}
+            "fit": "probit maximum likelihood, bootstrap se (dmftsolve.thresholds.probit_fit)"}
 
 
 # --------------------------------------------------------------------------- theory
@@ -153,7 +153,7 @@ def theory_curve(case: dict[str, Any], steps: int, d: int, deltas: list[float], 
     """Helper D's finite-d success curve; an ``error`` entry if it is unavailable or fails."""
     t0 = time.perf_counter()
     try:
-        from dmftsolve.thresholds.transition import TransitionSettings, transition
+        from dmftsolve.thresholds.finite_d_transition import TransitionSettings, transition
 
         curve = transition(problem_of(case, steps), d, deltas,
                            settings=TransitionSettings(steps=steps, draws=draws, seed=seed),
