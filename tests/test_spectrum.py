@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 import pytest
-from helpers import build_hessian
+from helpers import build_hessian, t0_min_quad_reference
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 from numpy.polynomial.hermite_e import hermegauss
@@ -386,10 +386,11 @@ def test_cli_t0_is_deterministic_quadrature(capsys):
     assert a["summary"]["hard_outliers"] == b["summary"]["hard_outliers"]
     edge = a["summary"]["left_edge"]
     (out,) = a["summary"]["hard_outliers"]
-    # converged values (200 vs 300 nodes agree to 3e-7; tests/test_law.py): the reported error
-    # of the coarse 60-node rule covers the distance to them
-    assert abs(edge["value"] - (-2.136433)) <= edge["error"] + 2e-6
-    assert abs(out["location"]["value"] - (-2.198708)) <= out["location"]["error"] + 2e-6
+    # independent reference (tests/helpers.py): the reported error of the coarse 60-node rule
+    # covers the distance to it
+    ref_edge, ref_out = t0_min_quad_reference()
+    assert abs(edge["value"] - ref_edge) <= edge["error"] + 2e-6
+    assert abs(out["location"]["value"] - ref_out) <= out["location"]["error"] + 2e-6
 
 
 @pytest.mark.slow
@@ -397,8 +398,9 @@ def test_cli_t0_default_nodes_good_to_four_digits(capsys):
     a = _spectrum_json(capsys, "--t", "0")
     edge, (out,) = a["summary"]["left_edge"], a["summary"]["hard_outliers"]
     assert edge["error"] < 1e-5 and out["location"]["error"] < 1e-5
-    assert edge["value"] == pytest.approx(-2.136433, abs=1e-5)
-    assert out["location"]["value"] == pytest.approx(-2.198708, abs=1e-5)
+    ref_edge, ref_out = t0_min_quad_reference()
+    assert edge["value"] == pytest.approx(ref_edge, abs=1e-5)
+    assert out["location"]["value"] == pytest.approx(ref_out, abs=1e-5)
 
 
 def test_cli_table_prints_value_with_error(capsys):
