@@ -232,6 +232,19 @@ class DMFTSettings:
         coefficients of ``g`` on the innovations (sample Gram instead of ``I``),
         a control variate for the part of ``g`` linear in ``ζ``. Off by
         default: it reduced the spread of ``Γ`` only marginally in the tests.
+    force_samples : int, optional
+        GD's sample size ``n``: the overlap update sees the finite-``n`` gradient along
+        ``V*`` as GD does, while the kernels keep the precision of ``N`` paths. The update
+        becomes ``M_{t+1} = (1 − ηλ) M_t − η (1/N) Σ_p w_p V*_p g_p^{tᵀ}`` with quenched
+        Poisson bootstrap weights ``w_p = (N/n)·Poisson(n/N)`` (mean 1, variance ``N/n``;
+        drawn once from child ``2**20`` of the seed): the weighted sum is, in law, a sum
+        over ``n`` samples of the ``N``-path population, so its fluctuation has GD's
+        covariance ``(1/n) E[V* V*ᵀ ⊗ g^t g^{sᵀ}]`` (the force ``ν*`` of
+        :mod:`dmftsolve.dynamics.hard_overlap` along a hard direction) and its derivative in
+        ``M`` the finite-``n`` curvature along ``V*``. The ``Q, R, Γ`` kernels and the test
+        loss use the unweighted paths. Pair with ``reflect`` along the hard directions so the
+        ``N``-path mean adds no ``N^{-1/2}`` noise of its own there; without it the
+        fluctuation variance is ``1/n + 1/N``. ``None`` (default): no force.
     progress : bool
         Show a tqdm progress bar.
     blas_threads : int or None
@@ -265,6 +278,7 @@ class DMFTSettings:
     null_rtol: float | None = None
     test_loss: Literal["mc", "population", "none"] = "mc"
     stein_regression: bool = False
+    force_samples: int | None = None
     progress: bool = False
     blas_threads: int | None = 1
     throw: bool = True
@@ -288,6 +302,8 @@ class DMFTSettings:
                 raise ValueError(f"null_rtol must be a number in [0, 1) or None, got {r!r}")
         if self.blas_threads is not None:
             _check_int("blas_threads", self.blas_threads, 1)
+        if self.force_samples is not None:
+            object.__setattr__(self, "force_samples", _check_int("force_samples", self.force_samples, 1))
         for name in ("antithetic", "stein_regression", "progress", "throw"):
             if not isinstance(getattr(self, name), (bool, np.bool_)):
                 raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
@@ -362,7 +378,8 @@ class DMFTSettings:
                "method": self.method, "antithetic": self.antithetic, "reflect": list(self.reflect),
                "n_batches": self.n_batches, "keep_samples_at": list(self.keep_samples_at),
                "null_rtol": self.rtol, "test_loss": self.test_loss,
-               "stein_regression": self.stein_regression, "errors": self.errors}
+               "stein_regression": self.stein_regression, "errors": self.errors,
+               "force_samples": self.force_samples}
         return out
 
 
@@ -613,6 +630,11 @@ class _Run:
             test = _test_sample(problem, N, as_generator(child(root, 0)))
         self.test = test
         self.Vstar_b = self.Vstar.reshape(k, B, nb).transpose(1, 0, 2)  # (B, k, nb)
+        self.Vstar_force = None  # (k, N): V*_p (w_p − 1)/N, the finite-n force's weights
+        if cfg.force_samples is not None:
+            lam_w = cfg.force_samples / N
+            w = as_generator(child(root, 2**20)).poisson(lam_w, size=N) / lam_w
+            self.Vstar_force = self.Vstar * ((w - 1.0) / N)
         Tm1, Tm2 = (T + 1) * m, (T + 2) * m
         self.X = np.zeros((2 * Tm1, N))  # time-major rows [ζ^t (m rows), g^t (m rows)]
         self.Qb, self.Rb = np.zeros((Tm2, Tm2)), np.zeros((Tm2, Tm2))
@@ -741,6 +763,8 @@ class _Run:
         )
         Cn_b = mom[:, :m, :, 1, :].reshape(B, m, t1m) / self.delta  # E_b[g^t g^{uᵀ}]/δ
         EVg_b = (self.Vstar_b @ g_b.transpose(0, 2, 1)) / nb  # (B, k, m)
+        if self.Vstar_force is not None:  # quenched finite-n force, the same in every batch
+            EVg_b = EVg_b + (self.Vstar_force @ g.T)[None]
         return step, Cn_b, EVg_b, g_b
 
     def _advance(self, t: int, Gam: np.ndarray, Gam_b: np.ndarray, Cn_b: np.ndarray,
