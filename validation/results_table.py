@@ -181,11 +181,20 @@ FIGURES = {
 }
 
 
+def command_md(cmd: str) -> str:
+    """``cmd`` as Markdown code, with the ``--replot`` note of :func:`common.command_line` outside
+    the backticks (the note is not part of the command)."""
+    note = "(redrawn from the cache with --replot)"
+    base, sep, _ = cmd.partition(note)
+    base = base.strip()
+    return f"`{base}`" + (" (redrawn from the cache with `--replot`)" if sep else "")
+
+
 def figure_status(name: str) -> str:
     """What the figure's JSON in the default output directory says was run (or 'not run')."""
     path = DEFAULT_OUT / f"{name}.json"
     if not path.exists():
-        return "not run at full size yet"
+        return "not generated yet (no PNG or JSON in `validation/results/figures/`)"
     try:
         data = json.loads(path.read_text())
         st = data["settings"]
@@ -194,11 +203,84 @@ def figure_status(name: str) -> str:
     if st.get("quick"):
         return "only --quick"
     keys = ("cases", "ds", "d", "delta", "trials", "deltas", "convention")
-    desc = ", ".join(f"{k} = {st[k]}" for k in keys if st.get(k) is not None)
-    return f"`{data.get('command', '')}` ({desc})".replace("|", "/")
+    desc = "; ".join(f"{k} = {', '.join(map(str, v)) if isinstance(v, list) else v}"
+                     for k in keys if (v := st.get(k)) is not None)
+    return f"{command_md(data.get('command', ''))}; ran {desc}".replace("|", "/")
 
 
-def fmt(q: dict[str, Any] | None, digits: int = 2) -> str:
+# --------------------------------------------------------------------------- number display
+#: δ_alg in closed form, for the catalogue targets that have one: for k = 1 noiseless labels
+#: δ_alg = 1/E_y[(E[z²|y] − 1)²] (weak_recovery module docstring), and z², z² − 1 and |z| all
+#: determine z², so E[z²|y] = z² and δ_alg = 1/E[(z² − 1)²] = 1/2; z1*z2: the Bessel-K form
+#: 1/(1 + E[(a − 1)²]) of tests/test_alg_threshold.py (REF_PRODUCT, mpmath at 30 digits).
+EXACT_ALG = {"z**2": (0.5, "0.5"), "z**2 - 1": (0.5, "0.5"), "abs(z)": (0.5, "0.5"),
+             "z1*z2": (0.59375109822225719955, "0.59375")}
+#: δ_alg is computed by deterministic quadrature asked for this relative accuracy
+#: (``alg_threshold(rtol=1e-8)``); its self-reported error can be far smaller than its actual one
+ALG_RTOL = 1e-8
+
+
+def _sci(x: float) -> str:
+    """``x`` to one significant digit in e-notation without padding zeros (``2e-9``)."""
+    mant, _, exp = f"{x:.0e}".partition("e")
+    return f"{mant}e{int(exp)}"
+
+
+def round_pm(value: float, err: float) -> str:
+    """``value ± err`` with the error to one significant digit, or two when its leading digits
+    are 100–354 (the Particle Data Group rule), and the value to the same decimal place."""
+    e10 = math.floor(math.log10(err))
+    lead = round(err / 10.0 ** (e10 - 2), 6)  # the error's first three digits, 100 <= lead < 1000
+    if lead >= 950:
+        err, e10, sig = 10.0 ** (e10 + 1), e10 + 1, 2
+    else:
+        sig = 2 if lead < 355 else 1
+    decimals = sig - 1 - e10
+    if decimals > 0:
+        return f"{value:.{decimals}f} ± {err:.{decimals}f}"
+    step = 10.0 ** (-decimals)
+    return f"{round(value / step) * step:.0f} ± {round(err / step) * step:.0f}"
+
+
+def short_reason(why: str) -> str:
+    """A failed quantity's status message cut to its first complete clause (never mid-word)."""
+    why = re.sub(r"^[A-Za-z]+Error: ", "", why.strip())
+    why = re.sub(r"^target='[^']*':? ", "", why)
+    first = re.split(r"; |\. ", why, maxsplit=1)[0].rstrip(".")
+    if len(first) > 110:
+        cut = first[:110].rsplit(" ", 1)[0].rstrip(",:;")
+        first = f"{cut} … (full message in results_table.json)"
+    return first
+
+
+def no_hard_direction(rows: list[dict[str, Any]], target: str) -> bool:
+    """Whether any cached δ_NN of ``target`` failed because it has no hard direction."""
+    return any("has no hard direction" in ((r.get(k) or {}).get("why") or "")
+               for r in rows if r["target"] == target for k in ("nn_early", "nn_long"))
+
+
+def fmt_alg(q: dict[str, Any] | None, target: str, easy: bool) -> str:
+    """The δ_alg cell: a deterministic quadrature is shown to the digits it is good for."""
+    if q is None:
+        return "not run yet"
+    v, err = q.get("value"), q.get("error")
+    if v is None:
+        return f"— ({short_reason(q.get('why', ''))})".replace("|", "/")
+    if math.isinf(v):
+        return "∞ (G(y) ≡ 0: no first-order method learns the hard directions)"
+    if v == 0.0 and q.get("trivial"):
+        return ("0: no hard direction, every direction is easy" if easy
+                else "0 for the directions with E[z|y] ≠ 0 (the rest not computed)")
+    exact = EXACT_ALG.get(target)
+    if exact is not None and abs(v - exact[0]) <= 10 * ALG_RTOL * exact[0]:
+        return f"{exact[1]} (closed form)"
+    if err is not None and math.isfinite(err) and err > ALG_RTOL * abs(v):
+        return round_pm(v, err)  # a Monte Carlo ("binned") value: its error matters
+    return f"{v:.4f}"
+
+
+def fmt(q: dict[str, Any] | None) -> str:
+    """A δ_NN or δ_50 cell: ``value ± error`` rounded by :func:`round_pm`, or why there is none."""
     if q is None:
         return "not run yet"
     v = q.get("value")
@@ -209,41 +291,94 @@ def fmt(q: dict[str, Any] | None, digits: int = 2) -> str:
         above = re.search(r"no hard outlier up to δ=([0-9.]+)", why)
         if q.get("status") == "no_root" and above:
             return f"> {float(above.group(1)):g} (no negative hard outlier in the bracket)"
-        why = re.sub(r"^ValueError: ", "", why)
-        return f"— ({q.get('status')}: {why[:100]})".replace("|", "/")
+        if "has no hard direction" in why:
+            return "undefined: no hard direction (every direction is learned in O(1) steps)"
+        return f"— ({q.get('status')}: {short_reason(why)})".replace("|", "/")
     if isinstance(v, float) and math.isinf(v):
         return "∞"
     err = q.get("error")
-    e = "" if err is None or not math.isfinite(err) else f" ± {err:.2g}"
-    if err is None and q.get("bracket"):
-        e = f" [{q['bracket'][0]:.2f}, {q['bracket'][1]:.2f}]"
-    return f"{v:.{digits}f}{e}"
+    if err is not None and math.isfinite(err) and err > 0:
+        return round_pm(v, err)
+    if q.get("bracket"):
+        return f"{v:.2f} [{q['bracket'][0]:.2f}, {q['bracket'][1]:.2f}]"
+    return f"{v:.2f}"
+
+
+def alg_notes(rows: list[dict[str, Any]]) -> str:
+    """How far the computed δ_alg are from the closed forms, against their self-reported errors."""
+    devs, errs = [], []
+    for r in rows:
+        q, exact = r.get("alg") or {}, EXACT_ALG.get(r["target"])
+        if q.get("value") is None or exact is None or q.get("trivial"):
+            continue
+        devs.append(abs(q["value"] - exact[0]))
+        if q.get("error") is not None:
+            errs.append(q["error"])
+    if not devs:
+        return ""
+    text = f"the computed values differ from them by at most {_sci(max(devs))}"
+    if errs and max(devs) > max(errs):
+        text += (f", more than the quadrature's self-reported errors ({_sci(min(errs))} to "
+                 f"{_sci(max(errs))}), so those are not printed: the requested relative accuracy "
+                 f"{_sci(ALG_RTOL)} is the honest bound")
+    return text
 
 
 def render(rows: list[dict[str, Any]], cfg: dict[str, Any], cmd: str, quick: bool) -> str:
+    seeds = f"{cfg['replicates']} DMFT seed{'s' if cfg['replicates'] != 1 else ''}"
+    easy_targets = sorted({r["target"] for r in rows if no_hard_direction(rows, r["target"])})
+    exact_note = alg_notes(rows)
     lines = [
         "# Results table: δ_alg, δ_NN(t) and the finite-d δ_50",
         "",
-        f"Generated by `{cmd}` (`validation/results_table.py`; do not edit by hand)."
+        f"Generated by {command_md(cmd)}; do not edit by hand."
         + (" **Quick configuration (tiny settings): not results.**" if quick else ""),
         "",
         "Set-up: single hidden layer of m units with second-layer weights 1, no bias, square loss "
         "(y − f)²/2, random start q0 = 1; η = 0.5 (GeLU, ReLU, tanh), 0.05 (r²). δ_alg: weak "
         "recovery (target only). δ_NN(t·η = 1): early-time Hessian threshold; δ_NN long: the "
         f"long-time rule at T = {cfg['long_time']} (and T/2); both mean ± standard error over "
-        f"{cfg['replicates']} DMFT seed(s) of {cfg['n_paths']} paths, bracket "
+        f"{seeds} of {cfg['n_paths']} paths, bracket "
         f"{cfg['bracket'][0]:g}–{cfg['bracket'][1]:g} (from 1.5 for r²), xtol {cfg['xtol']:g} "
         "(a bracket is shown "
         "when there is one seed). δ_50: 50 % point of the finite-d success curve at "
         f"d = {cfg['d']} (finite-n DMFT, {cfg['draws']} draws per δ, horizon "
         f"{cfg['transition_steps']} steps, δ grid {', '.join(f'{x:g}' for x in cfg['transition_grid'])}), "
-        "± bootstrap error. For unbounded labels the finite-t δ_NN grows with the number of paths "
-        "(docs/findings.md §5): read those values as 'at this many paths'. '—' rows say why. "
-        "ReLU: σ'' = 0 away from the kink, so D = σ'² ≥ 0 and the Hessian has no negative "
-        "outlier at any δ (criterion 'negative'): its δ_NN is above every bracket. A δ_50 near or "
-        f"beyond the end of its grid ({cfg['transition_grid'][-1]:g}) is the probit fit's "
-        "extrapolation, hence its large error. 'not run yet': not computed so far (subsets are "
-        "computed with --quantities, --widths, --activations; the whole table is "
+        "± bootstrap error.",
+        "",
+        "Reading the numbers:",
+        "",
+        "* **Errors** are rounded to one significant digit (two when they start with 10–35) and the "
+        f"value to the same decimal place: a standard error over {seeds} is itself uncertain by "
+        "tens of per cent, so further digits carry no information.",
+        "* **δ_alg** is a deterministic quadrature (`alg_threshold`, relative accuracy "
+        f"{_sci(ALG_RTOL)}), shown to 4 decimals, all of which hold. '(closed form)' marks the targets "
+        "whose δ_alg is known exactly — 1/2 for `z**2`, `z**2 - 1` and `abs(z)` (each label fixes "
+        "z², so E[z²|y] = z² and δ_alg = 1/E[(z² − 1)²]), 0.59375110 for `z1*z2` (the Bessel-K "
+        "form checked in `tests/test_alg_threshold.py`)"
+        + (f"; {exact_note}." if exact_note else "."),
+    ]
+    if easy_targets:
+        lines.append(
+            "* **No hard direction** (" + ", ".join(f"`{t}`" for t in easy_targets) + "): "
+            "`alg_threshold` returns δ_alg = 0 because E[z|y] ≠ 0, so the directions in its range "
+            "are learned by one linear step at any δ > 0; it does not compute a threshold for the "
+            "remaining directions. `dmftsolve.thresholds.directions.split_directions` finds them "
+            "easy as well, at the next stage of its staircase"
+            + (" (for `z1 + z1*z2`, once z₁ is known the label fixes z₂ = y/z₁ − 1)"
+               if "z1 + z1*z2" in easy_targets else "")
+            + ". So every direction is easy: δ_alg = 0 and δ_NN is undefined (there is no hard "
+            "direction whose Hessian outlier could define it).")
+    lines += [
+        "* **δ_NN**: for unbounded labels the finite-t δ_NN grows with the number of paths "
+        "(docs/findings.md §5): read those values as 'at this many paths'. ReLU: σ'' = 0 away from "
+        "the kink, so D = σ'² ≥ 0 and the Hessian has no negative outlier at any δ (criterion "
+        "'negative'): its δ_NN is above every bracket.",
+        f"* **δ_50**: a value near or beyond the end of its grid ({cfg['transition_grid'][-1]:g}) "
+        "is the probit fit's extrapolation, hence its large error.",
+        "* '—': the quantity failed; the cell gives the reason (the full message is in "
+        "`results_table.json`). 'not run yet': not computed so far (subsets are computed with "
+        "--quantities, --widths, --activations; the whole table is "
         "`python validation/results_table.py --workers 2`, hours: see the script's docstring).",
         "",
         "| # | target | σ | m | η | δ_alg | δ_NN(t·η = 1) | δ_NN long | δ_50 (d = "
@@ -251,9 +386,12 @@ def render(rows: list[dict[str, Any]], cfg: dict[str, Any], cmd: str, quick: boo
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for i, r in enumerate(rows, 1):
+        alg = fmt_alg(r["alg"], r["target"], r["target"] in easy_targets)
         lines.append(f"| {i} | `{r['target']}` | {r['activation']} | {r['m']} | {r['eta']:g} | "
-                     f"{fmt(r['alg'], 3)} | {fmt(r['nn_early'])} | {fmt(r['nn_long'])} | {fmt(r['d50'])} |")
+                     f"{alg} | {fmt(r['nn_early'])} | {fmt(r['nn_long'])} | {fmt(r['d50'])} |")
     lines += ["", "## Figures", "",
+              "[docs/figures.md](figures.md) shows each figure beside the paper's caption, with the "
+              "command that regenerates it and, where the two differ, the evidence for why.", "",
               "Each script in `validation/figures/` regenerates one PNG and JSON in "
               "`validation/results/figures/` (point cache beside them; `--replot` redraws without "
               "computing; `--quick` is the tiny configuration of `tests/test_figures.py`). Full-size "
