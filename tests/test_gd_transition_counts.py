@@ -1,0 +1,152 @@
+"""``validation/gd_transition_counts.py`` in its ``--quick`` configuration (d = 60, 2 δ, 2 trials).
+
+Checks the JSON structure, that every trial's escape step agrees with its cosines, that a trial
+re-run with :func:`dmftsolve.simulation.simulator.simulate` from the seed written in the JSON
+gives the same escape step and final cosine (computed here from the raw trajectory, not with the
+script's helper), that a rerun resumes from the JSON without recomputing, and that the case
+definitions are those of ``validation/transition_vs_simulation.py``.
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from dmftsolve.simulation.simulator import simulate
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _load(name: str) -> Any:
+    spec = importlib.util.spec_from_file_location(name, ROOT / "validation" / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+gtc = _load("gd_transition_counts")
+
+TRIAL_KEYS = {"escape_step", "final_cosine", "max_cosine", "min_cosine_after_escape", "nonfinite", "seed"}
+
+
+def check_trial(t: dict[str, Any], T: int, every: int, threshold: float = 0.5) -> None:
+    """Escape step consistent with the recorded cosines (raises AssertionError otherwise)."""
+    e, fin, mx = t["escape_step"], t["final_cosine"], t["max_cosine"]
+    assert fin is not None and mx is not None and not t["nonfinite"]
+    assert -1e-9 <= fin <= mx <= 1 + 1e-9
+    if e is None:
+        # never above the threshold at a recorded step: neither the final nor the largest cosine
+        assert mx <= threshold and fin <= threshold and t["min_cosine_after_escape"] is None
+    else:
+        assert 0 <= e <= T and (e % every == 0 or e == T)
+        assert mx > threshold
+        assert t["min_cosine_after_escape"] is not None and t["min_cosine_after_escape"] <= fin
+    if fin > threshold:
+        assert e is not None
+
+
+@pytest.fixture(scope="module")
+def quick(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
+    out = tmp_path_factory.mktemp("gtc")
+    gtc.main(["--quick", "--out-dir", str(out)])
+    return out, json.loads((out / "gd_transition_counts_quick.json").read_text())
+
+
+def test_structure(quick: tuple[Path, dict[str, Any]]) -> None:
+    out, res = quick
+    assert set(res["runs"]) == {"gelu_z2m1|60"}
+    entry = res["runs"]["gelu_z2m1|60"]
+    assert entry["root_seed"] == gtc.ROOT_SEEDS["gelu_z2m1|60"]
+    assert (entry["record_every"], entry["dtype"], entry["T"], entry["d"]) == (5, "float32", 400, 60)
+    assert set(entry["points"]) == {"3", "12"}
+    for k, pt in entry["points"].items():
+        trs = [t for ch in pt["chunks"] for t in ch["trials"]]
+        assert len(trs) == 2
+        assert pt["chunks"][0]["n"] == round(float(k) * 60)
+        for t in trs:
+            assert set(t) == TRIAL_KEYS
+    rows = res["summary"]["gelu_z2m1|60"]["rows"]
+    assert [r["delta"] for r in rows] == [3.0, 12.0]
+    for r in rows:
+        trs = [t for ch in entry["points"][f"{r['delta']:g}"]["chunks"] for t in ch["trials"]]
+        assert r["successes"] == sum(t["escape_step"] is not None for t in trs)
+        assert r["trials"] == 2 and r["p"] == r["successes"] / 2
+    md = (out / "gd_transition_counts_quick.md").read_text()
+    assert "δ_50" in md and "--quick" in md and "| 3 | 180 |" in md and "| 12 | 720 |" in md
+
+
+def test_escape_steps_consistent(quick: tuple[Path, dict[str, Any]]) -> None:
+    _, res = quick
+    entry = res["runs"]["gelu_z2m1|60"]
+    trs = [t for pt in entry["points"].values() for ch in pt["chunks"] for t in ch["trials"]]
+    # the quick run has both outcomes, so both branches of the check are exercised
+    assert any(t["escape_step"] is None for t in trs) and any(t["escape_step"] is not None for t in trs)
+    for t in trs:
+        check_trial(t, entry["T"], entry["record_every"])
+    # the check fails on inconsistent records
+    esc = next(t for t in trs if t["escape_step"] is not None)
+    fail = next(t for t in trs if t["escape_step"] is None)
+    for bad in ({**esc, "escape_step": None}, {**fail, "escape_step": 5}, {**esc, "escape_step": 403},
+                {**fail, "final_cosine": 0.9, "max_cosine": 0.9}):
+        with pytest.raises(AssertionError):
+            check_trial(bad, entry["T"], entry["record_every"])
+
+
+def test_rerun_from_recorded_seed(quick: tuple[Path, dict[str, Any]]) -> None:
+    # each trial is reproducible from its recorded SeedSequence (module docstring), and the script's
+    # escape step / final cosine are those of the raw trajectory
+    _, res = quick
+    entry = res["runs"]["gelu_z2m1|60"]
+    p = gtc.problem_of("gelu_z2m1")
+    for k in ("3", "12"):
+        ch = entry["points"][k]["chunks"][0]
+        j = 1
+        rec = ch["trials"][j]["seed"]
+        root = np.random.SeedSequence(rec["entropy"], spawn_key=tuple(rec["spawn_key"][:-1]))
+        run = simulate(p, 60, float(k), seed=root, trials=j + 1, record_every=5, dtype=np.float32,
+                       throw=False)
+        cos = run.cosine[j]
+        steps = np.asarray(run.steps)
+        assert steps[0] == 0 and steps[-1] == 400 and np.all(np.diff(steps) == 5)
+        above = [int(s) for s, c in zip(steps, cos, strict=True) if c > 0.5]
+        assert ch["trials"][j]["escape_step"] == (above[0] if above else None)
+        assert ch["trials"][j]["final_cosine"] == pytest.approx(float(cos[-1]), rel=1e-12, abs=1e-12)
+
+
+def test_resume_does_not_recompute(quick: tuple[Path, dict[str, Any]], tmp_path: Path) -> None:
+    out, res = quick
+    src = out / "gd_transition_counts_quick.json"
+    (tmp_path / src.name).write_text(src.read_text())
+    res2 = gtc.main(["--quick", "--out-dir", str(tmp_path)])
+    # the chunks (with their wall times) are read back unchanged, not re-run
+    assert json.loads(json.dumps(res2["runs"])) == res["runs"]
+    # a cache written with other settings is refused
+    bad = copy.deepcopy(res)
+    bad["runs"]["gelu_z2m1|60"]["record_every"] = 10
+    (tmp_path / src.name).write_text(json.dumps(bad))
+    with pytest.raises(ValueError, match="record_every"):
+        gtc.main(["--quick", "--out-dir", str(tmp_path)])
+
+
+def test_cases_match_transition_vs_simulation() -> None:
+    tvs = _load("transition_vs_simulation")
+    for name, c in gtc.CASES.items():
+        ref = tvs.CASES[name]
+        assert {k: c[k] for k in ("target", "activation", "eta", "T")} == \
+            {k: ref[k] for k in ("target", "activation", "eta", "T")}
+    assert gtc.problem_of("gelu_z2m1").to_dict()["q0"] == 1.0
+    for r in gtc.RUNS.values():
+        assert f"{r['case']}|{r['d']}" in gtc.ROOT_SEEDS
+
+
+def test_bad_arguments(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="--cases"):
+        gtc.main(["--cases", "9", "--out-dir", str(tmp_path)])
+    with pytest.raises(ValueError, match="--budget-minutes"):
+        gtc.main(["--budget-minutes", "0", "--out-dir", str(tmp_path)])
