@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sympy as sp
 
+#: The pre-activation ``r``, the variable of every activation expression.
 R = sp.Symbol("r", real=True)
 
 #: Activation name -> sympy expression in :data:`R`.

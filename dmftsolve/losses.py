@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import sympy as sp
 
+#: The label ``y``.
 Y = sp.Symbol("y", real=True)
+#: The network output ``f``.
 F = sp.Symbol("f", real=True)
 
 #: Loss name -> sympy expression in :data:`Y` and :data:`F`.
