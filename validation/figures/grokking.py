@@ -33,11 +33,13 @@ Both are cached points (``--theory-steps``, ``--theory-paths``; ``--no-theory`` 
 
 Run
 ---
-Full size (not run in this session)::
+Full size (not run yet)::
 
     python validation/figures/grokking.py
 
-d = 5000, n = 87 500 (X in float32: 1.75 GB), 1500 GD steps: one run took 214 s on one core
+(defaults: convention ``centred_bias``, one run, d = 5000, δ = 17.5, η = 0.5, 1500 GD steps
+recorded every 5, seed 0; theory 300 steps, 2·10⁴ paths.) d = 5000, n = 87 500 (X in float32:
+1.75 GB): one run took 214 s on one core
 (``convention_hunt.md``, V5b); the theory (restricted and unrestricted DMFT, 300 steps,
 2·10⁴ paths) a few minutes. ``--trials 4 --workers 2`` gives an error band (≈ 15 min, 7 GB).
 ``--quick`` (the test): d = 100, 40 steps, tiny DMFTs; seconds.

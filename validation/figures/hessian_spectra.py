@@ -7,8 +7,11 @@ threshold ``δ_NN(t)`` is about), Hessian ``∇²L(W_t)`` at t = 0, 5, 20, 50. T
 keeps the law of ``D`` bounded below, so the left edge and the outliers below it are well
 posed; for ``y = z²`` or ``z² − 1`` the law is unbounded below, the library reports no left
 edge and the outlier search fails with that reason (recorded in the JSON, see
-``docs/findings.md`` §5.1). For this case findings §6 reports an outlier at −1.03 (t = 0) and
-−0.81 (t = 5) and none from t = 20.
+``docs/findings.md`` §5.1). For this target and δ, findings §6 reports an outlier at −1.03
+(t = 0) and −0.81 (t = 5) and none from t = 20, but with η = 0.2
+(``validation/spectrum_vs_simulation.py``, case ``gelu_min``): t = 0 is the same Hessian
+(``W⁰`` does not depend on η), later times are not (t = 5 here is t·η = 2.5, there 1);
+``--eta 0.2`` reproduces that case.
 
 * **Simulator** (``--trials`` runs at each d, through :func:`dmftsolve.sweep` with
   ``hessian_at=times, full_spectrum=True``: all eigenvalues of the dense ``d × d`` Hessian,
@@ -32,7 +35,7 @@ Every (d, run) and the theory are cached points; ``--replot`` redraws.
 
 Run
 ---
-Full size (not run in this session)::
+Full size (not run yet)::
 
     python validation/figures/hessian_spectra.py --ds 2000 --trials 2
 

@@ -68,11 +68,13 @@ executor (``--workers``/``--dask``) and the point is cached.
 
 Run
 ---
-Full size (not run in this session)::
+Full size (not run yet; only the d = 1000 overlap check is cached)::
 
     python validation/figures/spectral_init.py --trials 20 --workers 2
 
-(GeLU on ``z² − 1`` and on ``z²``, d = 1000 and 2000, δ = 1 … 8. Estimate: one GD run of
+(defaults: GeLU, η = 0.5, 1000 GD steps, on ``z² − 1`` and on ``z²`` (``--cases``; the r²
+cases use η = 0.1, 2000 steps), d = 1000 and 2000, δ = 1, 2, …, 8, 20 trials per point,
+cosine recorded every 10 steps, seed 0, preprocessing ``lal``. Estimate: one GD run of
 1000 steps at d = 1000 took 13.6 s on average on the loaded machine (``success_curves.py``'s
 run); the two starts are stepped as one batch (about 1.3× one run, bench_simulator part 3),
 ≈ 18 s per trial at d = 1000 and ≈ 4× that at d = 2000; the spectral vector 1–5 s (dense).

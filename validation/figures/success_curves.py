@@ -33,8 +33,15 @@ Every finished point (one δ of one case at one d; one theory curve; one δ_NN) 
 
 Run
 ---
-Full size (not run in this session; estimate from the measured ≈ 3 s per GD run of 1000
-steps at d = 1000, δ ≈ 7 on one core, scaling like d²·δ·steps)::
+Default settings: 40 trials per point (the issue asks for at least 20 near the transition),
+cosine recorded every 10 steps, float32 data, seed 0, and per case the δ grid (``--deltas``
+overrides it for every case): GeLU on ``z² − 1``: 4, 5, 5.5, 6, 6.5, 7, 7.5, 8.5, 10; GeLU on
+``z²``: 6, 8, 9, 10, 11, 12, 13, 15; r² on ``z² − 1``: 3, 3.5, 4, 4.5, 5, 6, 7; r² on ``z²``: 3,
+4, 4.5, 5, 5.5, 6, 7, 8.
+
+Full size (not run yet; estimate from the measured ≈ 3 s per GD run of 1000 steps at
+d = 1000, δ ≈ 7 on one idle core, scaling like d²·δ·steps; on the loaded machine the one
+d = 1000 run below took 13.6 s per GD run)::
 
     python validation/figures/success_curves.py --trials 40 --workers 2
 
@@ -46,7 +53,9 @@ CPU-hours). On a cluster: ``--dask tcp://scheduler:8786``. A single case at d = 
 --deltas 5,6,6.5,7,8`` (measured cost in ``validation/results/figures/success_curves.json``,
 ``diagnostics.gd_seconds_per_run``).
 
-Measured (the one real run of this session, GeLU on ``z² − 1``, d = 1000, 20 trials at
+Measured (the one run so far, a subset of the full size, cached in
+``validation/results/figures/cache/success_curves/`` and drawn in
+``validation/results/figures/success_curves.png``: GeLU on ``z² − 1``, d = 1000, 20 trials at
 δ = 5, 6, 6.5, 7, 8, one worker on the shared 2-core machine): 1784 s wall, of which GD
 13.6 s per run on average (6.7–29.5 s: the machine was loaded), the theory curve 420 s
 (16 draws × 5 δ) and δ_NN 3 s. Successes 2, 4, 8, 11, 19 of 20 (GD probit δ_50 = 6.71 ± 0.15);
