@@ -452,6 +452,32 @@ def test_force_samples_gives_gd_finite_n_gradient_variance():
         DMFTSettings(force_samples=0)
 
 
+def test_quenched_labels_tile_n_label_draws_and_use_gd_gradient():
+    """``quenched_labels``: the ``N = 8n`` paths hold exactly ``n`` distinct ``|z|`` (reflection
+    pairs and 4 copies of each sample), and ``M_1 = −η (1/n) Σ_i z_i g_i^0`` over one path per
+    sample has the force variance ``(η²/n) E[z² g_0²]`` (same quadrature reference as above;
+    800 seeds, within 4 standard errors ≈ 20 %). A path count that does not tile ``n`` is refused."""
+    from numpy.polynomial.hermite_e import hermegauss
+
+    p, delta, n = CENTRED.replace(steps=1), 6.0, 300
+    kw = {"n_paths": 8 * n, "n_batches": 2, "reflect": (0,), "antithetic": False, "errors": "none",
+          "test_loss": "none", "force_samples": n, "quenched_labels": True}
+    r = solve_dmft(p, delta, seed=1, keep_samples_at=(0,), **kw)
+    assert np.unique(np.abs(r.samples(0)["Vstar"])).size == n
+    m1 = np.array([solve_dmft(p, delta, seed=s, **kw).M[1, 0, 0] for s in range(800)])
+    x, w = hermegauss(80)
+    w = w / w.sum()
+    Z, U = np.meshgrid(x, x, indexing="ij")
+    g = np.asarray(p.grad((Z**2 - 1).ravel(), U.ravel()[:, None]), float).reshape(Z.shape)
+    ref = p.training.eta**2 / n * float((np.outer(w, w) * Z**2 * g**2).sum())
+    est, se = float((m1**2).mean()), float((m1**2).std(ddof=1) / math.sqrt(m1.size))
+    assert abs(est - ref) <= 4 * se, (est, se, ref)
+    with pytest.raises(ValueError, match="multiple of force_samples=300"):
+        solve_dmft(p, delta, **(kw | {"n_paths": 8 * n + 8}))
+    with pytest.raises(ValueError, match="quenched_labels=True needs force_samples"):
+        DMFTSettings(quenched_labels=True)
+
+
 def test_reflection_is_unbiased():
     """Pairing by reflection changes no expectation: restricted GeLU run, both estimators of
     Q(t,t) and the train loss agree within 4 combined standard errors (replicate errors)."""

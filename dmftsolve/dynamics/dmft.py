@@ -94,8 +94,8 @@ Responses ``Γ`` two ways
     cutoff the invariance holds up to the dropped variance (``Q(100,100)``
     moved by < 1 % for ``null_rtol`` from 1e-6 to 1e-3).
 
-    **Long times (measured, ``validation/dmft_long_time.py``; GeLU, y = z²,
-    hard direction held, δ = 4, η = 0.5).** Stein with 1e5 paths matches GD at
+    **Long times** (measured, ``validation/dmft_long_time.py``; GeLU, y = z²,
+    hard direction held, δ = 4, η = 0.5). Stein with 1e5 paths matches GD at
     d = 4000 to ≈ 1 % up to t = 400 (‖w‖² 6.16 ± 0.02 vs 6.14 ± 0.12). The
     Stein ``Q`` carries a finite-``N`` bias of order ``1/N`` (upwards; for
     t ≥ 200 ≈ +8 % at 2e4 paths and ≈ +1.5 % at 1e5 relative to the ``N → ∞``
@@ -245,6 +245,14 @@ class DMFTSettings:
         loss use the unweighted paths. Pair with ``reflect`` along the hard directions so the
         ``N``-path mean adds no ``N^{-1/2}`` noise of its own there; without it the
         fluctuation variance is ``1/n + 1/N``. ``None`` (default): no force.
+    quenched_labels : bool
+        With ``force_samples=n``: the label randomness (``V*``, ``ε``) of the paths is that
+        of ``n`` samples, each repeated over ``N/n`` paths with independent innovations
+        (keeping the antithetic and reflection structure), so the kernels see the law of the
+        labels at GD's sample size, the innovations averaged over the copies; and the
+        overlap update is GD's gradient over the ``n`` samples, one designated path each
+        (weights ``w_p = N/n`` on those paths, 0 elsewhere), instead of bootstrap weights.
+        Needs ``(N / (2 if antithetic) / (2 if reflect))`` to be a multiple of ``n``.
     progress : bool
         Show a tqdm progress bar.
     blas_threads : int or None
@@ -279,6 +287,7 @@ class DMFTSettings:
     test_loss: Literal["mc", "population", "none"] = "mc"
     stein_regression: bool = False
     force_samples: int | None = None
+    quenched_labels: bool = False
     progress: bool = False
     blas_threads: int | None = 1
     throw: bool = True
@@ -304,7 +313,9 @@ class DMFTSettings:
             _check_int("blas_threads", self.blas_threads, 1)
         if self.force_samples is not None:
             object.__setattr__(self, "force_samples", _check_int("force_samples", self.force_samples, 1))
-        for name in ("antithetic", "stein_regression", "progress", "throw"):
+        if self.quenched_labels and self.force_samples is None:
+            raise ValueError("quenched_labels=True needs force_samples (the number n of samples), got None")
+        for name in ("antithetic", "stein_regression", "progress", "throw", "quenched_labels"):
             if not isinstance(getattr(self, name), (bool, np.bool_)):
                 raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
         if not (self.seed is None or isinstance(self.seed, (np.random.SeedSequence, np.random.Generator))):
@@ -332,7 +343,16 @@ class DMFTSettings:
         return problem.training.steps if self.steps is None else self.steps
 
     def check(self, problem: Problem) -> None:
-        """The checks that need the problem (``reflect`` within ``k``, kept steps within ``T``)."""
+        """The checks that need the problem (``reflect`` within ``k``, kept steps within ``T``,
+        ``quenched_labels`` copies)."""
+        if self.quenched_labels:
+            base = self.total_paths() // ((2 if self.antithetic else 1) * (2 if self.reflect else 1))
+            if base % self.force_samples:
+                unit = self.total_paths() // base
+                raise ValueError(
+                    f"quenched_labels needs the {base} distinct label draws (n_paths={self.total_paths()} "
+                    f"/ {unit}) to be a multiple of force_samples={self.force_samples}: use n_paths = "
+                    f"{unit * self.force_samples} × (copies), with n_batches dividing the copies' total")
         T = self.resolved_steps(problem)
         if any(j >= problem.k for j in self.reflect):
             raise ValueError(f"reflect must hold target directions in [0, {problem.k}), got "
@@ -379,7 +399,7 @@ class DMFTSettings:
                "n_batches": self.n_batches, "keep_samples_at": list(self.keep_samples_at),
                "null_rtol": self.rtol, "test_loss": self.test_loss,
                "stein_regression": self.stein_regression, "errors": self.errors,
-               "force_samples": self.force_samples}
+               "force_samples": self.force_samples, "quenched_labels": self.quenched_labels}
         return out
 
 
@@ -623,15 +643,22 @@ class _Run:
         self.estimator = _estimator(cfg, 1 if pooled_stein else B, N if pooled_stein else nb, T, m)
         self.rng = as_generator(root)
         self.n_base = nb // ((2 if cfg.antithetic else 1) * (2 if cfg.reflect else 1))
-        self.Vstar = self._draw_shared(k, cfg.reflect)  # (k, N)
-        eps = self._draw_shared(1)[0] if problem.target.noisy else np.zeros(N)
+        ql = cfg.quenched_labels  # label draws of n samples, tiled over the copies
+        self.Vstar = self._draw_shared(k, cfg.reflect, quenched=ql)  # (k, N)
+        eps = self._draw_shared(1, quenched=ql)[0] if problem.target.noisy else np.zeros(N)
         self.y = np.broadcast_to(np.asarray(problem.labels(self.Vstar.T, eps), dtype=float), (N,)).copy()
         if test is None and cfg.test_loss == "mc":
             test = _test_sample(problem, N, as_generator(child(root, 0)))
         self.test = test
         self.Vstar_b = self.Vstar.reshape(k, B, nb).transpose(1, 0, 2)  # (B, k, nb)
         self.Vstar_force = None  # (k, N): V*_p (w_p − 1)/N, the finite-n force's weights
-        if cfg.force_samples is not None:
+        if cfg.quenched_labels:  # GD's gradient over one designated path per sample
+            first = np.zeros((self.B, nb), dtype=bool)
+            base_first = (np.arange(self.B * self.n_base) < cfg.force_samples).reshape(self.B, self.n_base)
+            first[:, : self.n_base] = base_first  # antithetic member 0, unreflected copy
+            w = np.where(first.reshape(N), N / cfg.force_samples, 0.0)
+            self.Vstar_force = self.Vstar * ((w - 1.0) / N)
+        elif cfg.force_samples is not None:
             lam_w = cfg.force_samples / N
             w = as_generator(child(root, 2**20)).poisson(lam_w, size=N) / lam_w
             self.Vstar_force = self.Vstar * ((w - 1.0) / N)
@@ -669,10 +696,16 @@ class _Run:
             h = np.concatenate([h, h], axis=2)
         return h.reshape(rows, self.N)
 
-    def _draw_shared(self, rows: int, flip: tuple[int, ...] = ()) -> np.ndarray:
+    def _draw_shared(self, rows: int, flip: tuple[int, ...] = (), quenched: bool = False) -> np.ndarray:
         """Normals shared by the two members of an antithetic pair (V*, ε); rows ``flip``
-        change sign in the reflected copies."""
-        h = self.rng.standard_normal((rows, self.B, self.n_base))
+        change sign in the reflected copies. ``quenched``: ``force_samples`` distinct draws,
+        repeated in order over the ``B × n_base`` base slots."""
+        if quenched:
+            n = int(self.cfg.force_samples)
+            reps = self.B * self.n_base // n
+            h = np.tile(self.rng.standard_normal((rows, n)), (1, reps)).reshape(rows, self.B, self.n_base)
+        else:
+            h = self.rng.standard_normal((rows, self.B, self.n_base))
         if self.cfg.antithetic:
             h = np.concatenate([h, h], axis=2)
         if self.cfg.reflect:
