@@ -111,6 +111,10 @@ def test_inputs_are_validated() -> None:
         TransitionSettings(draws=1)
     with pytest.raises(ValueError, match="success_cosine"):
         TransitionSettings(success_cosine=1.5)
+    with pytest.raises(ValueError, match="construction must be one of .* got 'noise'"):
+        TransitionSettings(construction="noise")
+    with pytest.raises(ValueError, match="copies must be"):
+        TransitionSettings(copies=0)
     with pytest.raises(ValueError, match="d must be"):
         success_probability(CENTRED, 6.0, 1)
     with pytest.raises(ValueError, match="deltas"):
@@ -147,3 +151,22 @@ def test_transition_matches_gd_centred_label_d500() -> None:
     p = CENTRED.replace(steps=400)
     c = transition(p, 500, [5.5, 6.0, 6.5, 7.0, 7.5, 8.5], settings=TransitionSettings(draws=16, seed=1))
     assert abs(c.delta_50 - 6.3) <= 0.32 + 2 * math.hypot(c.delta_50_err, 0.5)
+
+
+@pytest.mark.parametrize("construction", ["forced", "initial", "quenched", "finite_n"])
+def test_cli_transition_json_records_the_construction(construction: str,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """``dmftsolve transition --construction C --json``: every construction runs, is recorded in
+    the settings and diagnostics, and gives P = 0 far below and P = 1 far above the transition
+    (d = 200, δ = 2 and 20, 120 steps)."""
+    import json
+
+    from dmftsolve.cli import main
+
+    code = main(["transition", "--d", "200", "--delta", "2,20", "--draws", "2", "--steps", "120",
+                 "--paths", "2000", "--construction", construction, "--json"])
+    out = json.loads(capsys.readouterr().out)["result"]
+    assert code == 0
+    assert out["settings"]["construction"] == construction
+    assert [p["successes"] for p in out["points"]] == [0, 2]
+    assert out["points"][0]["diagnostics"]["construction"].split()[0] in {"finite-n", "initial", "GD's"}

@@ -43,26 +43,37 @@ JSON = OUT / "transition_vs_simulation.json"
 GD_VAR = OUT / "transition_gd_var.json"
 VAR_TIMES = (5, 10, 20, 40, 60)
 
-#: name -> (target, activation, η, theory steps T, GD steps, convention_hunt variant, δ grid per d)
+#: name -> target, activation, η, theory steps T, GD steps of the convention-hunt runs, their
+#: variant, and the δ grid per d of each theory construction
+#: (``finite_n``: the 16-draw curves of the previous construction, kept for comparison).
 CASES: dict[str, dict[str, Any]] = {
     "gelu_z2m1": {"target": "z**2 - 1", "activation": "gelu", "eta": 0.5, "T": 400, "gd_T": 1000,
-                  "variant": "V4", "grid": {500: (5.5, 6, 6.5, 7, 7.5, 8.5), 1000: (5.5, 6, 6.5, 7, 7.5, 8.5),
-                                              2000: (5.5, 6, 6.5, 7, 7.5, 8.5)}},
+                  "variant": "V4",
+                  "grid": {"forced": {500: (5, 5.5, 6, 6.5, 7, 7.5), 1000: (6, 6.5, 7, 7.5, 8),
+                                      2000: (6, 6.5, 7, 7.5, 8), 4000: (6, 6.5, 7, 7.5, 8)},
+                           "finite_n": {d: (5.5, 6, 6.5, 7, 7.5, 8.5) for d in (500, 1000, 2000)},
+                           "quenched": {1000: (6, 6.5, 7, 7.5, 8)},
+                           "initial": {1000: (6, 7, 8, 9, 10)}}},
     "gelu_z2": {"target": "z**2", "activation": "gelu", "eta": 0.5, "T": 400, "gd_T": 1000,
-                "variant": "V0", "grid": {500: (7, 8.5, 10, 11.5, 13), 1000: (7, 8.5, 10, 11.5, 13)}},
+                "variant": "V0",
+                "grid": {"forced": {d: (8, 9, 10, 11, 12, 13) for d in (500, 1000)},
+                         "finite_n": {d: (7, 8.5, 10, 11.5, 13) for d in (500, 1000)}}},
     "gelu_min3": {"target": "Min(z**2, 3)", "activation": "gelu", "eta": 0.5, "T": 400, "gd_T": 400,
-                  "variant": None, "grid": {1000: (7, 8.5, 10, 11.5, 13)}},
+                  "variant": None,
+                  "grid": {"forced": {1000: (8, 9, 10, 11, 12)},
+                           "finite_n": {1000: (7, 8.5, 10, 11.5, 13)}}},
     "quad_z2": {"target": "z**2", "activation": "quad", "eta": 0.1, "T": 600, "gd_T": 2000,
-                "variant": "Q0", "grid": {500: (3, 4, 5, 6, 8)}},
+                "variant": "Q0",
+                "grid": {"forced": {500: (4, 5, 6, 7, 8)}, "finite_n": {500: (3, 4, 5, 6, 8)}}},
     "quad_z2m1": {"target": "z**2 - 1", "activation": "quad", "eta": 0.1, "T": 600, "gd_T": 2000,
-                  "variant": "Q4", "grid": {500: (3, 3.6, 4.2, 5, 6)}},
-    # the same construction without the finite-n sources (initial overlap only): what they contribute
-    "gelu_z2m1_initial_only": {"target": "z**2 - 1", "activation": "gelu", "eta": 0.5, "T": 400,
-                               "gd_T": 1000, "variant": "V4", "noise": False,
-                               "grid": {1000: (6, 7, 8, 9, 10)}},
+                  "variant": "Q4",
+                  "grid": {"forced": {500: (3, 3.6, 4.2, 5, 6)}, "finite_n": {500: (3, 3.6, 4.2, 5, 6)}}},
 }
+CONSTRUCTIONS = ("forced", "quenched", "finite_n", "initial")
+GD_COUNTS = OUT / "gd_transition_counts.json"
 #: finding (k), docs/findings.md: GeLU, y = min(z², 3), d = 1000, 400 steps, 8 trials
-GD_MIN3 = {1000: {"deltas": [8.0, 10.0, 13.0], "successes": [0, 6, 8], "trials": [8, 8, 8]}}
+GD_MIN3 = {1000: {"deltas": [8.0, 10.0, 13.0], "successes": [0, 6, 8], "trials": [8, 8, 8],
+                   "source": "findings (k)"}}
 
 
 # --------------------------------------------------------------------------- GD
@@ -103,9 +114,21 @@ def var_se(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def gd_counts(case: dict[str, Any], d: int) -> dict[str, Any] | None:
-    """GD's successes per δ by the theory's horizon ``T``: runs whose first recorded cosine
-    above 1/2 (recorded every 10 steps) comes at a step ``≤ T`` (GD's escapes are permanent;
-    the runs went on to 1000 / 2000 steps). ``successes_final`` are the counts at the end."""
+    """GD's successes per δ by the theory's horizon ``T``.
+
+    From ``gd_transition_counts.json`` (``validation/gd_transition_counts.py``: ≥ 40 trials per
+    δ, float32, cosine recorded every 5 steps, first passage above 1/2 by step T) when it has
+    the case and d; otherwise the older ``convention_hunt.json`` runs (8 trials per δ, cosine
+    every 10 steps, runs of 1000 / 2000 steps re-read by T) or finding (k) for ``min(z², 3)``.
+    """
+    name = next((k for k, v in CASES.items() if v is case), None)
+    if GD_COUNTS.exists() and name is not None:
+        rows = [r for r in json.loads(GD_COUNTS.read_text())["summary"].get(f"{name}|{d}", {}).get("rows", [])
+                if r.get("trials")]
+        if len(rows) >= 2 and int(json.loads(GD_COUNTS.read_text())["runs"][f"{name}|{d}"]["T"]) == case["T"]:
+            return {"deltas": [r["delta"] for r in rows], "successes": [r["successes"] for r in rows],
+                    "trials": [r["trials"] for r in rows], "by_step": case["T"],
+                    "source": "gd_transition_counts.json"}
     if case["variant"] is None:
         return GD_MIN3.get(d)
     ch = json.loads((OUT / "convention_hunt.json").read_text())
@@ -117,7 +140,8 @@ def gd_counts(case: dict[str, Any], d: int) -> dict[str, Any] | None:
     by_T = [sum(1 for e in r["escape_steps"] if e is not None and e <= T) for r in row["per_delta"]]
     return {"deltas": sw["deltas"], "successes": by_T,
             "successes_final": [r["successes"] for r in row["per_delta"]],
-            "trials": [r["trials"] for r in row["per_delta"]], "by_step": T, "run_steps": row["at_step"]}
+            "trials": [r["trials"] for r in row["per_delta"]], "by_step": T, "run_steps": row["at_step"],
+            "source": "convention_hunt.json"}
 
 
 def gd_fit(case: dict[str, Any], d: int) -> tuple[dict[str, Any] | None, tuple[float, float, float]]:
@@ -166,38 +190,56 @@ def part_var(res: dict[str, Any], recompute_gd: bool) -> None:
     res["var"] = out
 
 
-def part_curves(res: dict[str, Any], only: str | None, draws: int, ds: list[int] | None) -> None:
+def migrate(res: dict[str, Any]) -> None:
+    """Curves of the first version were keyed ``case|d`` (construction ``finite_n``, or
+    ``gelu_z2m1_initial_only`` for ``initial``): re-key them ``case|d|construction``."""
+    curves = res.get("curves", {})
+    for key in [k for k in curves if k.count("|") == 1]:
+        c = curves.pop(key)
+        cons = "finite_n" if c.pop("noise", True) else "initial"
+        c["case"] = c["case"].replace("_initial_only", "")
+        c["construction"] = cons
+        curves[f"{c['case']}|{c['d']}|{cons}"] = c
+
+
+def part_curves(res: dict[str, Any], only: str | None, draws: int, ds: list[int] | None,
+                constructions: list[str]) -> None:
     res.setdefault("curves", {})
     for name, case in CASES.items():
         if only and name != only:
             continue
         p = Problem.build(target=case["target"], activation=case["activation"], eta=case["eta"],
                           steps=case["T"])
-        for d, grid in case["grid"].items():
-            if ds and d not in ds:
-                continue
-            key = f"{name}|{d}"
-            if key in res["curves"]:
-                continue
-            t0 = time.perf_counter()
-            noise = bool(case.get("noise", True))
-            c = transition(p, d, grid, settings=TransitionSettings(draws=draws, seed=1, noise=noise),
-                           throw=False, progress=True)
-            gd, fit = gd_fit(case, d)
-            res["curves"][key] = {
-                "case": name, "d": d, "noise": noise, "target": case["target"],
-                "activation": case["activation"],
-                "eta": case["eta"], "T": case["T"], "gd_T": case["gd_T"], "deltas": c.deltas, "p": c.p,
-                "p_err": c.p_err, "successes": c.successes, "draws": c.draws, "delta_50": c.delta_50,
-                "delta_50_err": c.delta_50_err, "width": c.width, "status": c.status.value,
-                "escape_steps": [pt.escape_step for pt in c.points],
-                "diverged": [pt.diagnostics["diverged_draws"] for pt in c.points],
-                "gd": gd, "gd_delta_50": fit[0], "gd_delta_50_err": fit[1],
-                "seconds": time.perf_counter() - t0}
-            print(f"[curve] {key}: theory δ_50 {c.delta_50:.2f} ± {c.delta_50_err:.2f}, "
-                  f"GD {fit[0]:.2f} ± {fit[1]:.2f} ({time.perf_counter() - t0:.0f} s)", flush=True)
-            JSON.write_text(json.dumps(jsonable(res)))
-            report(res)
+        for cons in constructions:
+            for d, grid in case["grid"].get(cons, {}).items():
+                if ds and d not in ds:
+                    continue
+                key = f"{name}|{d}|{cons}"
+                if key in res["curves"]:
+                    continue
+                run_curve(res, key, name, case, p, d, grid, cons, draws)
+
+
+def run_curve(res: dict[str, Any], key: str, name: str, case: dict[str, Any], p: Problem, d: int,
+              grid: tuple[float, ...], cons: str, draws: int) -> None:
+    t0 = time.perf_counter()
+    c = transition(p, d, grid, settings=TransitionSettings(draws=draws, seed=1, construction=cons),
+                   throw=False, progress=True)
+    gd, fit = gd_fit(case, d)
+    res["curves"][key] = {
+        "case": name, "d": d, "construction": cons, "target": case["target"],
+        "activation": case["activation"],
+        "eta": case["eta"], "T": case["T"], "gd_T": case["gd_T"], "deltas": c.deltas, "p": c.p,
+        "p_err": c.p_err, "successes": c.successes, "draws": c.draws, "delta_50": c.delta_50,
+        "delta_50_err": c.delta_50_err, "width": c.width, "status": c.status.value,
+        "escape_steps": [pt.escape_step for pt in c.points],
+        "diverged": [pt.diagnostics["diverged_draws"] for pt in c.points],
+        "gd": gd, "gd_delta_50": fit[0], "gd_delta_50_err": fit[1],
+        "seconds": time.perf_counter() - t0}
+    print(f"[curve] {key}: theory δ_50 {c.delta_50:.2f} ± {c.delta_50_err:.2f}, "
+          f"GD {fit[0]:.2f} ± {fit[1]:.2f} ({time.perf_counter() - t0:.0f} s)", flush=True)
+    JSON.write_text(json.dumps(jsonable(res)))
+    report(res)
 
 
 # --------------------------------------------------------------------------- report
@@ -210,32 +252,43 @@ def fmt(x: Any, e: Any, nd: int = 2) -> str:
 def report(res: dict[str, Any]) -> None:
     for c in res.get("curves", {}).values():  # GD numbers always from their source, by the theory's T
         gd, fit = gd_fit(CASES[c["case"]], int(c["d"]))
-        c["gd"], c["gd_delta_50"], c["gd_delta_50_err"] = gd, fit[0], fit[1]
+        c["gd"], c["gd_delta_50"], c["gd_delta_50_err"], c["gd_width"] = gd, fit[0], fit[1], fit[2]
     L = ["# Finite-d transition (issue 9): theory vs GD", "",
-         "Generated by `python validation/transition_vs_simulation.py`. Theory: "
-         "`dmftsolve.thresholds.finite_d_transition` (finite-n DMFT: one unrestricted DMFT per draw, "
-         "started at `M_0 = m_0/√d` with `m_0` stratified over `N(0, 1)`, `N = n = δd` unpaired "
-         "paths; success = cosine above 1/2 by step T). δ_50 of theory and GD: the same probit "
-         "maximum-likelihood fit, ± its standard error. GD counts: `convention_hunt.json` "
-         "(8 trials per δ, 6 at d = 2000; a run counts as a success when its cosine first exceeds "
-         "1/2 at a recorded step ≤ the theory's T, the same criterion as the theory) and finding (k) "
-         "for `min(z², 3)` (final cosine at 400 steps).", ""]
+         "Generated by `python validation/transition_vs_simulation.py` (`--report` rebuilds this "
+         "page from the JSON). Theory: `dmftsolve.thresholds.finite_d_transition.transition`, one "
+         "unrestricted DMFT per draw started at `M_0 = m_0/√d` (`m_0` stratified over `N(0, 1)`), "
+         "success = cosine first above 1/2 by step T; constructions (`TransitionSettings.construction`): "
+         "**forced** (the default: 2·10⁴ reflection-paired kernel paths, overlap update driven by GD's "
+         "finite-n gradient through bootstrap weights of n = δd samples), **quenched** (GD's gradient "
+         "over n quenched label samples, kernels over 2 copies of them), **finite_n** (N = n unpaired "
+         "paths), **initial** (no finite-n sources). δ_50 of theory and GD: the same probit "
+         "maximum-likelihood fit (`probit_fit`), ± bootstrap standard error. GD counts: "
+         "`gd_transition_counts.json` (`validation/gd_transition_counts.py`, ≥ 40 trials per δ, "
+         "float32) where it has the case and d, else `convention_hunt.json` (8 trials per δ, 6 at "
+         "d = 2000) or finding (k) for `min(z², 3)`; a run succeeds when its cosine first exceeds 1/2 "
+         "at a recorded step ≤ T, the theory's criterion. The `source` column says which.", ""]
     if "curves" in res:
         L += ["## δ_50", "",
-              "| case | d | theory T | GD T | theory δ_50 | GD δ_50 | diff | within max(0.3, 5 %)? |",
-              "|---|---|---|---|---|---|---|---|"]
-        for c in res["curves"].values():
+              "| case | d | construction | T | theory δ_50 (width) | GD δ_50 (width) | GD source | diff | "
+              "within max(0.3, 5 %)? |",
+              "|---|---|---|---|---|---|---|---|---|"]
+        order = {c: i for i, c in enumerate(CONSTRUCTIONS)}
+        for c in sorted(res["curves"].values(), key=lambda c: (order[c["construction"]], c["case"], c["d"])):
             th, ge = c["delta_50"], c["gd_delta_50"]
             ok = "–"
             diff = "–"
             if th is not None and ge is not None and math.isfinite(th) and math.isfinite(ge):
                 diff = f"{th - ge:+.2f}"
                 ok = "yes" if abs(th - ge) <= max(0.3, 0.05 * ge) else "no"
-            L.append(f"| {c['case']} | {c['d']} | {c['T']} | {c['gd_T']} | {fmt(th, c['delta_50_err'])} | "
-                     f"{fmt(ge, c['gd_delta_50_err'])} | {diff} | {ok} |")
+            gw = c.get("gd_width")
+            L.append(f"| {c['case']} | {c['d']} | {c['construction']} | {c['T']} | "
+                     f"{fmt(th, c['delta_50_err'])} ({c['width']:.2f}) | {fmt(ge, c['gd_delta_50_err'])}"
+                     f"{f' ({gw:.2f})' if gw is not None and math.isfinite(gw) else ''} | "
+                     f"{(c['gd'] or {}).get('source', '–')} | {diff} | {ok} |")
         L += ["", "## Success curves", ""]
         for key, c in res["curves"].items():
-            L += [f"### {key} (theory {c['draws'][0]} draws per δ, {c['seconds']:.0f} s)", "",
+            L += [f"### {key} (theory {c['draws'][0]} draws per δ, {c['seconds']:.0f} s; GD: "
+                  f"{(c['gd'] or {}).get('source', 'none')})", "",
                   "| δ | theory P | GD |", "|---|---|---|"]
             gd = c["gd"] or {"deltas": [], "successes": [], "trials": []}
             gdm = {float(x): (s, n)
@@ -282,6 +335,7 @@ def report(res: dict[str, Any]) -> None:
 
 
 def plot(res: dict[str, Any]) -> None:
+    """One panel per (case, d): each theory construction's curve and GD's counts."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -289,21 +343,33 @@ def plot(res: dict[str, Any]) -> None:
     curves = res.get("curves", {})
     if not curves:
         return
-    fig, axes = plt.subplots(1, len(curves), figsize=(3.2 * len(curves), 3.0), squeeze=False)
-    for ax, (key, c) in zip(axes[0], curves.items(), strict=True):
-        ax.errorbar(c["deltas"], c["p"], c["p_err"], fmt="o-", label="theory", capsize=2)
+    panels: dict[str, list[dict[str, Any]]] = {}
+    for c in curves.values():
+        panels.setdefault(f"{c['case']}|{c['d']}", []).append(c)
+    ncol = min(4, len(panels))
+    nrow = -(-len(panels) // ncol)
+    fig, axes = plt.subplots(nrow, ncol, figsize=(3.3 * ncol, 2.9 * nrow), squeeze=False)
+    style = {"forced": "o-", "quenched": "^-", "finite_n": "v:", "initial": "x:"}
+    for ax, (_key, cs) in zip(axes.ravel(), sorted(panels.items()), strict=False):
+        for c in sorted(cs, key=lambda c: CONSTRUCTIONS.index(c["construction"])):
+            ax.errorbar(c["deltas"], c["p"], c["p_err"], fmt=style[c["construction"]], capsize=2, ms=4,
+                        label=f"{c['construction']} {fmt(c['delta_50'], c['delta_50_err'])}")
+        c = cs[0]
         gd = c["gd"]
         if gd:
             k, n = np.array(gd["successes"], float), np.array(gd["trials"], float)
             pg = k / n
-            ax.errorbar(gd["deltas"], pg, np.sqrt(np.maximum(pg * (1 - pg), 0.25 / n) / n), fmt="s--",
-                        label="GD", capsize=2)
+            ax.errorbar(gd["deltas"], pg, np.sqrt(np.maximum(pg * (1 - pg), 0.25 / n) / n), fmt="ks--",
+                        capsize=2, ms=4, label=f"GD {fmt(c['gd_delta_50'], c['gd_delta_50_err'])}")
         ax.axhline(0.5, color="grey", lw=0.5)
-        ax.set_title(key, fontsize=8)
-        ax.set_xlabel("δ")
+        ax.set_title(f"{c['activation']}, y = {c['target']}, d = {c['d']}", fontsize=8)
+        ax.set_xlabel("δ", fontsize=8)
         ax.set_ylim(-0.05, 1.05)
-    axes[0][0].set_ylabel("P(success)")
-    axes[0][0].legend(fontsize=7)
+        ax.legend(fontsize=6, loc="upper left")
+    for ax in axes.ravel()[len(panels):]:
+        ax.axis("off")
+    for ax in axes[:, 0]:
+        ax.set_ylabel("P(success by T)")
     fig.tight_layout()
     fig.savefig(OUT / "transition_vs_simulation.png", dpi=110)
     plt.close(fig)
@@ -318,14 +384,22 @@ def main() -> None:
     ap.add_argument("--no-curves", action="store_true", help="skip the success curves")
     ap.add_argument("--gd-var", action="store_true", help="recompute the GD Var(m_t) numbers")
     ap.add_argument("--report", action="store_true", help="only rebuild the report from the JSON")
+    ap.add_argument("--constructions", default="forced",
+                    help=f"comma-separated theory constructions to run, of {', '.join(CONSTRUCTIONS)} "
+                         "(default: forced)")
     args = ap.parse_args()
+    cons = [c for c in args.constructions.split(",") if c]
+    bad = sorted(set(cons) - set(CONSTRUCTIONS))
+    if bad:
+        ap.error(f"--constructions: unknown {bad}; choose from {list(CONSTRUCTIONS)}")
     res = json.loads(JSON.read_text()) if JSON.exists() else {}
+    migrate(res)
     if args.report:
         report(res)
         return
     with threadpool_limits(1):
         if not args.no_curves:
-            part_curves(res, args.only, args.draws, [int(x) for x in args.ds.split(",") if x])
+            part_curves(res, args.only, args.draws, [int(x) for x in args.ds.split(",") if x], cons)
         if args.var:
             part_var(res, args.gd_var)
     JSON.write_text(json.dumps(jsonable(res)))

@@ -29,19 +29,23 @@ the d -> infinity restricted dynamics) and lies well above GD's transition at
 d = 500-4000.
 
 How: each draw is one unrestricted DMFT run started at the overlap M_0 = m_0/sqrt(d)
-of a random start (m_0 stratified over N(0, q0)), with N = n = delta*d unpaired Monte
-Carlo paths, so the overlap update (1/N) sum_p z_p g_p carries the finite-n gradient
-noise along the target of GD with n samples (covariance (1/n) E[z^2 g^t g^s]), the
-finite-n curvature along it and the law of D at its physical sample size
-(dmftsolve.thresholds.finite_d_transition). The success probability is the fraction of
-draws that escape; delta_50 is the maximum-likelihood probit fit over all draws,
-+- its standard error. --no-noise keeps only the random initial overlap (paths paired
-by reflection): the difference shows the O(1/sqrt(d)) finite-n effects.
+of a random start (m_0 stratified over N(0, q0)). With the default construction
+"forced" its kernels use --paths Monte Carlo paths paired by reflection z -> -z, and
+its overlap update is driven by GD's finite-n gradient along the target: the paths
+reweighted by quenched bootstrap weights of n = delta*d samples, which carries the
+gradient noise of n samples (covariance (1/n) E[z^2 g^t g^s]) and the finite-n
+curvature along the target (dmftsolve.thresholds.finite_d_transition). The success
+probability is the fraction of draws that escape by step T; delta_50 is the
+maximum-likelihood probit fit over all draws, +- its bootstrap standard error.
+Other constructions (--construction): "quenched" (GD's gradient over n quenched label
+samples, kernels over copies of them), "finite_n" (N = n unpaired paths, kernels
+included: wider curves), "initial" (the random initial overlap only: the difference
+shows what the O(1/sqrt(d)) finite-n effects contribute).
 
-Cost: one DMFT run of T steps with delta*d paths per draw. Measured on a shared
-2-core machine: about 4.5 s per draw at d = 500, T = 400 (GeLU), so the default
-(6 deltas x 16 draws at d = 2000) takes of the order of half an hour; use --draws
-and --steps to trade accuracy for time.
+Cost: one DMFT run of T steps with --paths paths per draw, independent of d for
+"forced": measured about 6 s per draw with 2e4 paths, T = 400 (GeLU, one core), so
+the default (6 deltas x 16 draws) takes about 10 minutes at any d; use --draws and
+--steps to trade accuracy for time.
 
 Single neuron (m = 1) with one target direction (k = 1), label even in z, random
 start; no bias or ridge.
@@ -68,8 +72,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     g.add_argument("--draws", type=positive_int("--draws", 10**5), default=16,
                    help="DMFT draws per delta (default: %(default)s)")
     g.add_argument("--seed", type=int, default=0, help="root seed (default: %(default)s)")
-    g.add_argument("--no-noise", action="store_true",
-                   help="initial overlap only (no finite-n force): the d -> infinity DMFT from m_0/sqrt(d)")
+    g.add_argument("--construction", choices=("forced", "quenched", "finite_n", "initial"), default="forced",
+                   help="how a draw carries GD's finite-n sources (see above; default: %(default)s)")
+    g.add_argument("--paths", type=positive_int("--paths", 10**7), default=20_000,
+                   help="kernel paths of the forced and initial constructions (default: %(default)s)")
     g.add_argument("--plot", type=Path, default=None, help="write the curve to this image file")
     g.add_argument("--sim", type=Path, default=None,
                    help="JSON of simulator success counts to show beside the theory (see above)")
@@ -106,7 +112,10 @@ def run(args: argparse.Namespace) -> int:
                          f"--hold-zero {args.hold_zero})")
     sim = _load_sim(args.sim)
     problem = problem_from_args(args)
-    s = TransitionSettings(draws=args.draws, seed=args.seed, noise=not args.no_noise)
+    if args.paths < 40:
+        raise ValueError(f"--paths must be at least 40, got {args.paths}")
+    s = TransitionSettings(draws=args.draws, seed=args.seed, construction=args.construction,
+                           n_paths=args.paths)
     c = transition(problem, args.d, args.delta, settings=s, throw=False, progress=args.progress)
     sim_fit = None
     if sim is not None:
@@ -117,7 +126,7 @@ def run(args: argparse.Namespace) -> int:
         import matplotlib.pyplot as plt
 
         fig, ax = plt.subplots(figsize=(4.5, 3.2))
-        ax.errorbar(c.deltas, c.p, c.p_err, fmt="o-", capsize=2, label="theory (finite-n DMFT)")
+        ax.errorbar(c.deltas, c.p, c.p_err, fmt="o-", capsize=2, label=f"theory ({args.construction})")
         if sim is not None:
             k, n = np.array(sim["successes"]), np.array(sim["trials"])
             pg = k / n
@@ -138,7 +147,7 @@ def run(args: argparse.Namespace) -> int:
         rows = [[f"{x:g}", f"{k}/{n}", f"{p:.2f} ± {e:.2f}"]
                 for x, k, n, p, e in zip(c.deltas, c.successes, c.draws, c.p, c.p_err, strict=True)]
         out = [f"GD success probability at d = {args.d}, T = {problem.training.steps} "
-               f"({'finite-n DMFT' if s.noise else 'initial overlap only'}, {args.draws} draws per δ)",
+               f"({c.points[0].diagnostics['construction']}, {args.draws} draws per δ)",
                format_table(["delta", "escapes", "P(success)"], rows)]
         if sim_fit is not None:
             out.append(f"simulator delta_50 = {sim_fit[0]:.2f} ± {sim_fit[1]:.2f} (probit fit)")

@@ -22,9 +22,18 @@ Construction: the finite-n DMFT
     but not with the same law; the comparison with GD (``validation/transition_vs_simulation.py``)
     is the test.
 
-``noise=False`` gives the construction without the finite-``n`` sources: paths paired by
-reflection ``z → −z`` (``reflect=(0,)``, ``n_paths`` fixed), so only ``m_0`` seeds the hard
-direction; the difference between the two isolates the ``O(1/√d)`` finite-``n`` effects.
+Constructions (``TransitionSettings.construction``)
+    ``"forced"`` (default): ``n_paths`` paths paired by reflection ``z → −z`` (``reflect=(0,)``)
+    for the kernels, and the overlap update driven by GD's finite-``n`` gradient through quenched
+    bootstrap weights of ``n = δd`` samples (``DMFTSettings.force_samples``). The force ``ν*``,
+    the finite-``n`` curvature along ``θ*`` and the law of ``D`` at ``n`` act on ``M`` exactly as
+    in ``"finite_n"``, but the orthogonal kernels carry only the ``n_paths``-path Monte Carlo
+    noise, which GD does not have, instead of that of ``n`` paths.
+    ``"finite_n"``: the construction above with ``N = n`` unpaired paths (everything at GD's
+    sample size, kernel noise included; its curves are 1.4–1.7× wider than GD's,
+    ``docs/findings.md``).
+    ``"initial"``: paired paths without the force, so only ``m_0`` seeds the hard direction;
+    the difference from the others isolates the ``O(1/√d)`` finite-``n`` effects.
 
 δ_50 is the maximum-likelihood probit fit ``P = Φ((δ − δ_50)/w)`` to all draws, with a
 bootstrap standard error (:func:`probit_fit`).
@@ -50,6 +59,15 @@ __all__ = ["TransitionSettings", "SuccessProbability", "TransitionCurve", "succe
            "transition", "probit_fit"]
 
 
+_CONSTRUCTIONS = {
+    "forced": "finite-n force on reflection-paired kernels (bootstrap weights of n = δd samples)",
+    "finite_n": "finite-n DMFT (N = n unpaired paths)",
+    "initial": "initial overlap only (reflection-paired paths)",
+    "quenched": "GD's gradient over n = δd quenched label samples, kernels over copies of them "
+                "with independent innovations (reflection-paired)",
+}
+
+
 @dataclass(frozen=True)
 class TransitionSettings:
     """Settings of :func:`success_probability` and :func:`transition`.
@@ -64,19 +82,23 @@ class TransitionSettings:
         Root seed; draw ``k`` at ``(δ, d)`` uses ``[seed, round(1000 δ), d, k]``.
     success_cosine : float
         Success: cosine at ``T`` above this (GD's criterion: 1/2).
-    noise : bool
-        True: ``N = δd`` unpaired paths (finite-``n`` force and curvature). False: the
-        initial overlap only (paths paired by reflection, ``n_paths`` of them).
+    construction : {"forced", "finite_n", "initial"}
+        How a draw carries GD's finite-``n`` sources (module docstring): ``"forced"``
+        (reflection-paired kernels + bootstrap force of ``n`` samples), ``"finite_n"``
+        (``N = n`` unpaired paths), ``"initial"`` (no finite-``n`` sources).
     n_paths : int
-        Paths of the ``noise=False`` construction.
+        Kernel paths of the ``"forced"`` and ``"initial"`` constructions.
+    copies : int
+        ``"quenched"``: paths per label sample and reflection sign (``N = 2·copies·n``).
     """
 
     steps: int | None = None
     draws: int = 24
     seed: int = 0
     success_cosine: float = 0.5
-    noise: bool = True
+    construction: str = "forced"
     n_paths: int = 20_000
+    copies: int = 2
 
     def __post_init__(self) -> None:
         if self.steps is not None:
@@ -84,6 +106,10 @@ class TransitionSettings:
         check_integer("draws", self.draws, 2)
         check_integer("seed", self.seed, 0)
         check_integer("n_paths", self.n_paths, 40)
+        check_integer("copies", self.copies, 1)
+        if self.construction not in _CONSTRUCTIONS:
+            raise ValueError(f"construction must be one of {sorted(_CONSTRUCTIONS)}, "
+                             f"got {self.construction!r}")
         if not 0.0 < float(self.success_cosine) < 1.0:
             raise ValueError(f"success_cosine must lie in (0, 1), got {self.success_cosine!r}")
 
@@ -185,10 +211,15 @@ def success_probability(problem: Problem, delta: float, d: int, *,
     for k in range(K):
         M0 = m0[k] / math.sqrt(d)
         p = problem.replace(M0=[[M0]], Q0=[[q0]], steps=T, hold_zero=[])
-        kw: dict[str, Any] = ({"n_paths": n, "antithetic": False} if s.noise else
-                              {"n_paths": s.n_paths, "reflect": (0,)})
-        r = solve_dmft(p, delta, seed=_draw_seed(s.seed, delta, d, k), errors="batch",
-                       n_batches=2 if s.noise else 20, throw=False, **kw)
+        kw: dict[str, Any] = {
+            "finite_n": {"n_paths": n, "antithetic": False},
+            "forced": {"n_paths": s.n_paths, "reflect": (0,), "force_samples": n},
+            "initial": {"n_paths": s.n_paths, "reflect": (0,)},
+            "quenched": {"n_paths": 2 * s.copies * n, "reflect": (0,), "antithetic": False,
+                         "n_batches": 2, "force_samples": n, "quenched_labels": True},
+        }[s.construction]
+        r = solve_dmft(p, delta, seed=_draw_seed(s.seed, delta, d, k), errors="none",
+                       test_loss="none", throw=False, **kw)
         if not r.ok:
             failures.append(f"draw {k}: {r.message}")
             continue
@@ -209,8 +240,7 @@ def success_probability(problem: Problem, delta: float, d: int, *,
     res = SuccessProbability(
         status=status, message=message,
         settings={**dataclasses.asdict(s), "steps": T, "problem": problem.to_dict(), "n": n},
-        diagnostics={"construction": "finite-n DMFT (N = n unpaired paths)" if s.noise else
-                     "initial overlap only (reflection-paired paths)", "failures": failures,
+        diagnostics={"construction": _CONSTRUCTIONS[s.construction], "failures": failures,
                      "diverged_draws": diverged,
                      "criterion": "first passage of the cosine above success_cosine by step T "
                                   "(GD's escapes are permanent: no late escapes or relapses "
