@@ -19,8 +19,8 @@ Columns, each with the command that reproduces it (listed under the table) and i
   labels this finite-t threshold grows with the number of paths (findings §5.1–5.3): read it
   as the value at 10⁴ paths.
 * **δ_50 (d = 1000)** — helper D's finite-d transition
-  (:func:`dmftsolve.thresholds.finite_d_transition.transition`: probit 50 % point of the finite-n DMFT
-  success curve, ± bootstrap error), horizon 400 steps, 8 draws on the δ grid
+  (:func:`dmftsolve.thresholds.finite_d_transition.transition`, construction ``"forced"``: probit
+  50 % point of the predicted success curve, ± bootstrap error), horizon 400 steps, 8 draws on the δ grid
   ``TRANSITION_GRID``. Defined only for a single neuron (m = 1) with one target direction
   and a label even in z; other rows say so.
 
@@ -43,7 +43,7 @@ Estimated cost on one core: δ_alg 0.1–8 s per target. δ_NN(t·η = 1), 3 see
 (6.26 ± 0.54), on the shared machine. The long-time rule (T = 200) costs ≈ 50 s per m = 1 row
 (findings §7) and, scaling like the early one, of the order of an hour per m = 2 row. So
 24 m = 1 rows ≈ 30 min, 24 m = 2 rows ≈ 10–25 CPU-hours; δ_50: measured 5–6 min per row
-(7 δ × 8 draws at d = 1000, GeLU), 16 rows ≈ 1.5 CPU-hours. ``--quantities`` computes a subset
+(7 δ × 8 draws, about 6 s a draw whatever d), 16 rows ≈ 1.5 CPU-hours. ``--quantities`` computes a subset
 (e.g. ``alg,nn_early``); ``--only``, ``--widths``, ``--activations`` select rows.
 ``--quick`` (the test): three rows with tiny settings, written to ``--out``.
 """
@@ -84,6 +84,7 @@ LOW_BRACKET = {"quad": 1.5}
 KINDS = ("alg", "nn_early", "nn_long", "d50")
 K2 = ("z1*z2", "z1 + z1*z2")  # two target directions: no δ_50 (transition is for k = 1)
 TRANSITION_GRID = (2.0, 3.5, 5.0, 6.5, 8.0, 10.0, 13.0)
+TRANSITION_CONSTRUCTION = "forced"  # TransitionSettings.construction of the δ_50 column
 FULL = {"n_paths": 10_000, "replicates": 3, "bracket": (1.0, 40.0), "grid": 6, "xtol": 1.0,
         "long_time": 200, "d": 1000, "draws": 8, "transition_steps": 400,
         "transition_grid": TRANSITION_GRID}
@@ -158,7 +159,8 @@ def compute(kind: str, target: str, act: str, m: int, cfg: dict[str, Any]) -> di
             from dmftsolve.thresholds.finite_d_transition import TransitionSettings, transition
 
             r = transition(p, cfg["d"], cfg["transition_grid"], throw=False,
-                           settings=TransitionSettings(steps=cfg["transition_steps"], draws=cfg["draws"]))
+                           settings=TransitionSettings(steps=cfg["transition_steps"], draws=cfg["draws"],
+                                                       construction=TRANSITION_CONSTRUCTION))
             ok = r.ok and math.isfinite(r.delta_50)
             return {"value": r.delta_50 if ok else None, "error": r.delta_50_err if ok else None,
                     "status": r.status.value, "why": "" if ok else r.message[:200],
@@ -342,7 +344,7 @@ def render(rows: list[dict[str, Any]], cfg: dict[str, Any], cmd: str, quick: boo
         f"{cfg['bracket'][0]:g}–{cfg['bracket'][1]:g} (from 1.5 for r²), xtol {cfg['xtol']:g} "
         "(a bracket is shown "
         "when there is one seed). δ_50: 50 % point of the finite-d success curve at "
-        f"d = {cfg['d']} (finite-n DMFT, {cfg['draws']} draws per δ, horizon "
+        f"d = {cfg['d']} (forced DMFT, `dmftsolve transition`, {cfg['draws']} draws per δ, horizon "
         f"{cfg['transition_steps']} steps, δ grid {', '.join(f'{x:g}' for x in cfg['transition_grid'])}), "
         "± bootstrap error.",
         "",
@@ -468,6 +470,8 @@ def main(argv: list[str] | None = None) -> int:
                 key = {"kind": kind, "target": target} if kind == "alg" else \
                     {"kind": kind, "target": target, "activation": act, "m": m,
                      "eta": ACTIVATIONS[act], **settings}
+                if kind == "d50":  # the construction changed (finite_n -> forced): old cells do not apply
+                    key["construction"] = TRANSITION_CONSTRUCTION
                 hit = cache.get(key)
                 if hit is not None:
                     row[kind] = hit
