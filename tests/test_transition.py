@@ -170,3 +170,15 @@ def test_cli_transition_json_records_the_construction(construction: str,
     assert out["settings"]["construction"] == construction
     assert [p["successes"] for p in out["points"]] == [0, 2]
     assert out["points"][0]["diagnostics"]["construction"].split()[0] in {"finite-n", "initial", "GD's"}
+
+
+def test_workers_do_not_change_the_result() -> None:
+    """Each draw has its own seed: two processes give the same counts and escape steps as one."""
+    p = CENTRED.replace(steps=60)
+    kw = {"draws": 3, "seed": 5, "n_paths": 2000}
+    a = transition(p, 300, [4.0, 12.0], settings=TransitionSettings(**kw), throw=False)
+    b = transition(p, 300, [4.0, 12.0], settings=TransitionSettings(workers=2, **kw), throw=False)
+    for pa, pb in zip(a.points, b.points, strict=True):
+        np.testing.assert_array_equal(pa.escape_step, pb.escape_step)
+        np.testing.assert_array_equal(pa.final_cosine, pb.final_cosine)
+    assert b.settings["workers"] == 2

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 from pathlib import Path
 from typing import Any
 
@@ -76,6 +77,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="how a draw carries GD's finite-n sources (see above; default: %(default)s)")
     g.add_argument("--paths", type=positive_int("--paths", 10**7), default=20_000,
                    help="kernel paths of the forced and initial constructions (default: %(default)s)")
+    g.add_argument("--workers", type=positive_int("--workers", 256), default=None,
+                   help="processes for the draws (default: the CPUs this process may use)")
     g.add_argument("--plot", type=Path, default=None, help="write the curve to this image file")
     g.add_argument("--sim", type=Path, default=None,
                    help="JSON of simulator success counts to show beside the theory (see above)")
@@ -114,8 +117,11 @@ def run(args: argparse.Namespace) -> int:
     problem = problem_from_args(args)
     if args.paths < 40:
         raise ValueError(f"--paths must be at least 40, got {args.paths}")
+    workers = args.workers
+    if workers is None:
+        workers = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     s = TransitionSettings(draws=args.draws, seed=args.seed, construction=args.construction,
-                           n_paths=args.paths)
+                           n_paths=args.paths, workers=workers)
     c = transition(problem, args.d, args.delta, settings=s, throw=False, progress=args.progress)
     sim_fit = None
     if sim is not None:

@@ -45,6 +45,7 @@ import dataclasses
 import math
 import time
 from collections.abc import Sequence
+from concurrent.futures import Executor, ProcessPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -90,6 +91,9 @@ class TransitionSettings:
         Kernel paths of the ``"forced"`` and ``"initial"`` constructions.
     copies : int
         ``"quenched"``: paths per label sample and reflection sign (``N = 2·copies·n``).
+    workers : int
+        Processes for the draws in :func:`transition` (1: in this process). Each draw keeps
+        one BLAS thread; the result does not depend on ``workers``.
     """
 
     steps: int | None = None
@@ -99,6 +103,7 @@ class TransitionSettings:
     construction: str = "forced"
     n_paths: int = 20_000
     copies: int = 2
+    workers: int = 1
 
     def __post_init__(self) -> None:
         if self.steps is not None:
@@ -107,6 +112,7 @@ class TransitionSettings:
         check_integer("seed", self.seed, 0)
         check_integer("n_paths", self.n_paths, 40)
         check_integer("copies", self.copies, 1)
+        check_integer("workers", self.workers, 1)
         if self.construction not in _CONSTRUCTIONS:
             raise ValueError(f"construction must be one of {sorted(_CONSTRUCTIONS)}, "
                              f"got {self.construction!r}")
@@ -165,9 +171,37 @@ def _draw_seed(seed: int, delta: float, d: int, k: int) -> int:
     return int(ss.generate_state(1, dtype=np.uint64)[0] % (2**63))
 
 
+def _draw(problem: Problem, delta: float, d: int, k: int, m0: float,
+          s: TransitionSettings, T: int) -> tuple[float, int, bool, str]:
+    """One DMFT draw: ``(last sane cosine, escape step or −1, diverged, failure message)``."""
+    from dmftsolve.dynamics.dmft import solve_dmft
+
+    q0 = float(problem.training.init.q0)
+    n = int(round(delta * d))
+    p = problem.replace(M0=[[m0 / math.sqrt(d)]], Q0=[[q0]], steps=T, hold_zero=[])
+    kw: dict[str, Any] = {
+        "finite_n": {"n_paths": n, "antithetic": False},
+        "forced": {"n_paths": s.n_paths, "reflect": (0,), "force_samples": n},
+        "initial": {"n_paths": s.n_paths, "reflect": (0,)},
+        "quenched": {"n_paths": 2 * s.copies * n, "reflect": (0,), "antithetic": False,
+                     "n_batches": 2, "force_samples": n, "quenched_labels": True},
+    }[s.construction]
+    r = solve_dmft(p, delta, seed=_draw_seed(s.seed, delta, d, k), errors="none",
+                   test_loss="none", throw=False, **kw)
+    if not r.ok:
+        return math.nan, -1, False, f"draw {k}: {r.message}"
+    # first passage, before any blow-up of the N-path solve (its Stein kernels can
+    # diverge long after the escape, e.g. M ~ 1e62 at t ~ 300 with N = 4250 paths)
+    sane = (np.abs(r.M[:, 0, 0]) < 1e3) & (r.q_diag[:, 0, 0] < 1e3)
+    bad = np.nonzero(~sane)[0]
+    upto = int(bad[0]) if bad.size else T + 1
+    above = np.nonzero(r.cosine[:upto] > s.success_cosine)[0]
+    return float(r.cosine[upto - 1]), int(above[0]) if above.size else -1, bool(bad.size > 0), ""
+
+
 def success_probability(problem: Problem, delta: float, d: int, *,
                         settings: TransitionSettings | None = None,
-                        throw: bool = True) -> SuccessProbability:
+                        throw: bool = True, executor: Executor | None = None) -> SuccessProbability:
     """Predicted probability that GD at ``(δ, d)`` reaches cosine > 1/2 by step ``T``.
 
     Parameters
@@ -183,12 +217,14 @@ def success_probability(problem: Problem, delta: float, d: int, *,
     throw : bool
         Raise :class:`SolverError` if a DMFT draw fails; otherwise count it as a failure
         and return a result with status ``FAILED`` and a message.
+    executor : concurrent.futures.Executor, optional
+        Where the draws run (e.g. a ``ProcessPoolExecutor``); in this process if None. The
+        result does not depend on it (each draw has its own seed).
 
     Returns
     -------
     SuccessProbability
     """
-    from dmftsolve.dynamics.dmft import solve_dmft
     from dmftsolve.dynamics.hard_overlap import check_hard_overlap_problem
 
     t0 = time.perf_counter()
@@ -204,34 +240,15 @@ def success_probability(problem: Problem, delta: float, d: int, *,
     rng = np.random.default_rng([s.seed, int(round(1000 * delta)), d])
     m0 = math.sqrt(q0) * ndtri((np.arange(K) + rng.random(K)) / K)
     n = int(round(delta * d))
-    cos = np.full(K, np.nan)
-    esc = np.full(K, -1)
-    failures: list[str] = []
-    diverged = 0
-    for k in range(K):
-        M0 = m0[k] / math.sqrt(d)
-        p = problem.replace(M0=[[M0]], Q0=[[q0]], steps=T, hold_zero=[])
-        kw: dict[str, Any] = {
-            "finite_n": {"n_paths": n, "antithetic": False},
-            "forced": {"n_paths": s.n_paths, "reflect": (0,), "force_samples": n},
-            "initial": {"n_paths": s.n_paths, "reflect": (0,)},
-            "quenched": {"n_paths": 2 * s.copies * n, "reflect": (0,), "antithetic": False,
-                         "n_batches": 2, "force_samples": n, "quenched_labels": True},
-        }[s.construction]
-        r = solve_dmft(p, delta, seed=_draw_seed(s.seed, delta, d, k), errors="none",
-                       test_loss="none", throw=False, **kw)
-        if not r.ok:
-            failures.append(f"draw {k}: {r.message}")
-            continue
-        # first passage, before any blow-up of the N-path solve (its Stein kernels can
-        # diverge long after the escape, e.g. M ~ 1e62 at t ~ 300 with N = 4250 paths)
-        sane = (np.abs(r.M[:, 0, 0]) < 1e3) & (r.q_diag[:, 0, 0] < 1e3)
-        bad = np.nonzero(~sane)[0]
-        upto = int(bad[0]) if bad.size else T + 1
-        diverged += int(bad.size > 0)
-        cos[k] = r.cosine[upto - 1]
-        above = np.nonzero(r.cosine[:upto] > s.success_cosine)[0]
-        esc[k] = int(above[0]) if above.size else -1
+    if executor is None:
+        outs = [_draw(problem, delta, d, k, float(m0[k]), s, T) for k in range(K)]
+    else:
+        outs = list(executor.map(_draw, *zip(*[(problem, delta, d, k, float(m0[k]), s, T)
+                                               for k in range(K)], strict=True)))
+    cos = np.array([o[0] for o in outs])
+    esc = np.array([o[1] for o in outs])
+    diverged = sum(o[2] for o in outs)
+    failures = [o[3] for o in outs if o[3]]
     ok = esc >= 0
     succ = int(ok.sum())
     p_hat = succ / K
@@ -309,7 +326,7 @@ def transition(problem: Problem, d: int, deltas: Sequence[float], *,
     deltas : sequence of float
         Sample ratios (at least 2, distinct).
     settings : TransitionSettings, optional
-        See :class:`TransitionSettings`.
+        See :class:`TransitionSettings` (``workers``: processes for the draws).
     throw : bool
         Raise :class:`SolverError` on a failed point or a δ_50 outside the grid.
     progress : bool
@@ -328,12 +345,17 @@ def transition(problem: Problem, d: int, deltas: Sequence[float], *,
         raise ValueError(f"deltas must hold at least 2 distinct values, got {list(deltas)!r}")
     s = TransitionSettings() if settings is None else settings
     points = []
-    for x in grid:
-        pt = success_probability(problem, float(x), d, settings=s, throw=throw)
-        points.append(pt)
-        if progress:
-            print(f"[transition d={d}] δ={x:g}: {pt.successes}/{pt.draws} ({pt.elapsed:.0f} s)",
-                  file=sys.stderr, flush=True)
+    pool = ProcessPoolExecutor(s.workers) if s.workers > 1 else None
+    try:
+        for x in grid:
+            pt = success_probability(problem, float(x), d, settings=s, throw=throw, executor=pool)
+            points.append(pt)
+            if progress:
+                print(f"[transition d={d}] δ={x:g}: {pt.successes}/{pt.draws} ({pt.elapsed:.0f} s)",
+                      file=sys.stderr, flush=True)
+    finally:
+        if pool is not None:
+            pool.shutdown(cancel_futures=True)
     k = np.array([p.successes for p in points])
     n = np.array([p.draws for p in points])
     mu, se, w = probit_fit(grid, k, n)
