@@ -153,7 +153,7 @@ def run(args: argparse.Namespace) -> int:
         rows = [[f"{x:g}", f"{k}/{n}", f"{p:.2f} ± {e:.2f}"]
                 for x, k, n, p, e in zip(c.deltas, c.successes, c.draws, c.p, c.p_err, strict=True)]
         out = [f"GD success probability at d = {args.d}, T = {problem.training.steps} "
-               f"({c.points[0].diagnostics['construction']}, {args.draws} draws per δ)",
+               f"(construction {args.construction}, {args.draws} draws per δ)",
                format_table(["delta", "escapes", "P(success)"], rows)]
         if sim_fit is not None:
             out.append(f"simulator delta_50 = {sim_fit[0]:.2f} ± {sim_fit[1]:.2f} (probit fit)")
