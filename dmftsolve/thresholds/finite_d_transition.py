@@ -94,6 +94,9 @@ class TransitionSettings:
     workers : int
         Processes for the draws in :func:`transition` (1: in this process). Each draw keeps
         one BLAS thread; the result does not depend on ``workers``.
+    paths_per_sample : float, optional
+        If given, the ``"forced"`` and ``"initial"`` kernels use ``round(paths_per_sample · n)``
+        paths (``n = δd``) instead of ``n_paths``: the law of the paths at GD's sample size.
     """
 
     steps: int | None = None
@@ -104,6 +107,7 @@ class TransitionSettings:
     n_paths: int = 20_000
     copies: int = 2
     workers: int = 1
+    paths_per_sample: float | None = None
 
     def __post_init__(self) -> None:
         if self.steps is not None:
@@ -113,6 +117,10 @@ class TransitionSettings:
         check_integer("n_paths", self.n_paths, 40)
         check_integer("copies", self.copies, 1)
         check_integer("workers", self.workers, 1)
+        if self.paths_per_sample is not None and not (isinstance(self.paths_per_sample, (int, float))
+                                                      and 0 < self.paths_per_sample <= 1000):
+            raise ValueError(f"paths_per_sample must be a number in (0, 1000] or None, "
+                             f"got {self.paths_per_sample!r}")
         if self.construction not in _CONSTRUCTIONS:
             raise ValueError(f"construction must be one of {sorted(_CONSTRUCTIONS)}, "
                              f"got {self.construction!r}")
@@ -178,11 +186,12 @@ def _draw(problem: Problem, delta: float, d: int, k: int, m0: float,
 
     q0 = float(problem.training.init.q0)
     n = int(round(delta * d))
+    N = s.n_paths if s.paths_per_sample is None else max(40, int(round(s.paths_per_sample * n)))
     p = problem.replace(M0=[[m0 / math.sqrt(d)]], Q0=[[q0]], steps=T, hold_zero=[])
     kw: dict[str, Any] = {
         "finite_n": {"n_paths": n, "antithetic": False},
-        "forced": {"n_paths": s.n_paths, "reflect": (0,), "force_samples": n},
-        "initial": {"n_paths": s.n_paths, "reflect": (0,)},
+        "forced": {"n_paths": N, "reflect": (0,), "force_samples": n},
+        "initial": {"n_paths": N, "reflect": (0,)},
         "quenched": {"n_paths": 2 * s.copies * n, "reflect": (0,), "antithetic": False,
                      "n_batches": 2, "force_samples": n, "quenched_labels": True},
     }[s.construction]
