@@ -115,6 +115,9 @@ def test_inputs_are_validated() -> None:
         TransitionSettings(construction="noise")
     with pytest.raises(ValueError, match="copies must be"):
         TransitionSettings(copies=0)
+    for bad in (0, -1.0, True, "2n"):
+        with pytest.raises(ValueError, match="paths_per_sample must be a number in"):
+            TransitionSettings(paths_per_sample=bad)
     with pytest.raises(ValueError, match="d must be"):
         success_probability(CENTRED, 6.0, 1)
     with pytest.raises(ValueError, match="deltas"):

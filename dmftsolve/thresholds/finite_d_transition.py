@@ -117,8 +117,9 @@ class TransitionSettings:
         check_integer("n_paths", self.n_paths, 40)
         check_integer("copies", self.copies, 1)
         check_integer("workers", self.workers, 1)
-        if self.paths_per_sample is not None and not (isinstance(self.paths_per_sample, (int, float))
-                                                      and 0 < self.paths_per_sample <= 1000):
+        pps = self.paths_per_sample
+        if pps is not None and (isinstance(pps, bool) or not isinstance(pps, (int, float))
+                                or not 0 < pps <= 1000):
             raise ValueError(f"paths_per_sample must be a number in (0, 1000] or None, "
                              f"got {self.paths_per_sample!r}")
         if self.construction not in _CONSTRUCTIONS:
