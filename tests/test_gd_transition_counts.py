@@ -77,6 +77,13 @@ def test_structure(quick: tuple[Path, dict[str, Any]]) -> None:
         trs = [t for ch in entry["points"][f"{r['delta']:g}"]["chunks"] for t in ch["trials"]]
         assert r["successes"] == sum(t["escape_step"] is not None for t in trs)
         assert r["trials"] == 2 and r["p"] == r["successes"] / 2
+    # counts by earlier steps, re-read from the escape steps: non-decreasing in T', equal at T' = T
+    bt = res["summary"]["gelu_z2m1|60"]["by_T"]
+    assert list(bt) == ["100", "200", "300", "400"]
+    for i in range(len(rows)):
+        ks = [bt[t]["successes"][i] for t in bt]
+        assert ks == sorted(ks) and ks[-1] == rows[i]["successes"]
+    assert bt["400"]["delta_50"] == res["summary"]["gelu_z2m1|60"]["delta_50"]
     md = (out / "gd_transition_counts_quick.md").read_text()
     assert "δ_50" in md and "--quick" in md and "| 3 | 180 |" in md and "| 12 | 720 |" in md
 

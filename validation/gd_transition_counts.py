@@ -84,6 +84,8 @@ RUNS: dict[int, dict[str, Any]] = {
     3: {"case": "gelu_z2", "d": 500, "deltas": (8, 9, 10, 11, 12, 13), "trials": 40},
     4: {"case": "gelu_min3", "d": 1000, "deltas": (8, 9, 10, 11, 12), "trials": 40},
     5: {"case": "gelu_z2m1", "d": 2000, "deltas": (6.5, 7, 7.5), "trials": None},
+    6: {"case": "gelu_z2m1", "d": 4000, "deltas": (7, 7.5), "trials": 40},
+    7: {"case": "gelu_z2m1", "d": 4000, "deltas": (6.5,), "trials": 24},
 }
 QUICK_RUNS: dict[int, dict[str, Any]] = {
     1: {"case": "gelu_z2m1", "d": 60, "deltas": (3, 12), "trials": 2},
@@ -93,6 +95,7 @@ QUICK_RUNS: dict[int, dict[str, Any]] = {
 ROOT_SEEDS: dict[str, int] = {
     "gelu_z2m1|1000": 9_101_000, "gelu_z2m1|500": 9_100_500, "gelu_z2m1|2000": 9_102_000,
     "gelu_z2|500": 9_200_500, "gelu_min3|1000": 9_301_000, "gelu_z2m1|60": 9_100_060,
+    "gelu_z2m1|4000": 9_104_000,
 }
 
 
@@ -171,8 +174,12 @@ def n_done(entry: dict[str, Any], delta: float) -> int:
     return sum(len(ch["trials"]) for ch in pt["chunks"]) if pt else 0
 
 
-def summarise(entry: dict[str, Any]) -> dict[str, Any]:
-    """Counts, p ± binomial error per δ (success = escape by T) and the probit fit."""
+BY_T = (100, 200, 300)
+
+
+def summarise(entry: dict[str, Any], by_t: bool = False) -> dict[str, Any]:
+    """Counts, p ± binomial error per δ (success = escape by T) and the probit fit; with ``by_t``
+    also the fit to the counts by the earlier steps ``BY_T`` (re-read from the escape steps)."""
     T = entry["T"]
     rows = []
     for k in sorted(entry["points"], key=float):
@@ -200,12 +207,25 @@ def summarise(entry: dict[str, Any]) -> dict[str, Any]:
     if len(rows) >= 2 and all(r["trials"] > 0 for r in rows):
         fit = probit_fit(np.array([r["delta"] for r in rows]), np.array([r["successes"] for r in rows]),
                          np.array([r["trials"] for r in rows]))
-    return {"rows": rows, "delta_50": fit[0], "delta_50_err": fit[1], "width": fit[2]}
+    out = {"rows": rows, "delta_50": fit[0], "delta_50_err": fit[1], "width": fit[2]}
+    if by_t and len(rows) >= 2:
+        out["by_T"] = {}
+        for t in (*[x for x in BY_T if x < T], T):
+            ks = []
+            for k in sorted(entry["points"], key=float):
+                trs = [r for ch in entry["points"][k]["chunks"] for r in ch["trials"]]
+                if trs:
+                    ks.append(sum(1 for r in trs if r["escape_step"] is not None and r["escape_step"] <= t))
+            f = probit_fit(np.array([r["delta"] for r in rows]), np.array(ks),
+                           np.array([r["trials"] for r in rows]))
+            out["by_T"][str(t)] = {"successes": ks, "delta_50": f[0], "delta_50_err": f[1], "width": f[2]}
+    return out
 
 
-def write(res: dict[str, Any], out: Path, stem: str) -> None:
+def write(res: dict[str, Any], out: Path, stem: str, final: bool = False) -> None:
+    """Rewrite ``<stem>.json`` (atomically) and ``<stem>.md``; ``final`` adds the δ_50-by-step fits."""
     for key, entry in res["runs"].items():
-        res["summary"][key] = summarise(entry)
+        res["summary"][key] = summarise(entry, by_t=final)
     path = out / f"{stem}.json"
     tmp = path.with_suffix(".json.tmp")
     tmp.write_text(json.dumps(jsonable(res), indent=1))
@@ -256,6 +276,17 @@ def report(res: dict[str, Any]) -> str:
                  f"{'–'.join(map(str, [trials[0], trials[-1]] if len(trials) > 1 else trials))} | "
                  f"{fmt(sm['delta_50'], sm['delta_50_err'])} | {fmt(sm['width'], None)} | "
                  f"{entry['root_seed']} |")
+    if any("by_T" in sm for sm in res["summary"].values()):
+        L += ["", "### δ_50 by step T' (the same trials, success = escape at a recorded step ≤ T')", "",
+              "| case | d | " + " | ".join(f"T' = {t}" for t in (*BY_T, "T")) + " |",
+              "|---|---|" + "---|" * (len(BY_T) + 1)]
+        for key, entry in res["runs"].items():
+            bt = res["summary"][key].get("by_T")
+            if not bt:
+                continue
+            cells = [fmt(bt[str(t)]["delta_50"], bt[str(t)]["delta_50_err"]) if str(t) in bt else "–"
+                     for t in (*BY_T, entry["T"])]
+            L.append(f"| {entry['case']} | {entry['d']} | " + " | ".join(cells) + " |")
     L += ["", "## Counts", ""]
     for key, entry in res["runs"].items():
         sm = res["summary"][key]
@@ -349,7 +380,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                        "threshold": THRESHOLD, "command": cmd, "root_seeds": ROOT_SEEDS,
                        "runs": {str(k): v for k, v in runs.items()}, "fill_trials": args.fill_trials}
     if args.report:
-        write(res, out, stem)
+        write(res, out, stem, final=True)
         return res
     for r in selected:
         spec = runs[r]
@@ -397,7 +428,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         head, _, tail = x.partition(" chunk ")
         grouped[head] = grouped.get(head, 0) + int(tail.split("(")[1].split()[0])
     res["not_run"] = [f"{h}: {k} trials" for h, k in grouped.items()]
-    write(res, out, stem)
+    write(res, out, stem, final=True)
     for key, sm in res["summary"].items():
         log(f"{key}: δ_50 = {fmt(sm['delta_50'], sm['delta_50_err'])}, width {fmt(sm['width'], None)}")
     return res
