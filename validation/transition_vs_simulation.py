@@ -50,7 +50,10 @@ CASES: dict[str, dict[str, Any]] = {
     "gelu_z2m1": {"target": "z**2 - 1", "activation": "gelu", "eta": 0.5, "T": 400, "gd_T": 1000,
                   "variant": "V4",
                   "grid": {"forced": {500: (5, 5.5, 6, 6.5, 7, 7.5), 1000: (6, 6.5, 7, 7.5, 8),
-                                      2000: (6, 6.5, 7, 7.5, 8), 4000: (6, 6.5, 7, 7.5, 8)},
+                                      2000: (6, 6.5, 7, 7.5, 8), 4000: (6, 6.5, 7, 7.5, 8),
+                                      # theory only (GD out of reach here): how δ_50 moves with d
+                                      10_000: (6.5, 7, 7.5, 8, 8.5, 9.5),
+                                      100_000: (7, 8, 8.5, 9, 10, 11)},
                            "finite_n": {d: (5.5, 6, 6.5, 7, 7.5, 8.5) for d in (500, 1000, 2000)},
                            "quenched": {1000: (6, 6.5, 7, 7.5, 8)},
                            "initial": {1000: (6, 7, 8, 9, 10)}}},
@@ -238,8 +241,17 @@ def run_curve(res: dict[str, Any], key: str, name: str, case: dict[str, Any], p:
         "seconds": time.perf_counter() - t0}
     print(f"[curve] {key}: theory δ_50 {c.delta_50:.2f} ± {c.delta_50_err:.2f}, "
           f"GD {fit[0]:.2f} ± {fit[1]:.2f} ({time.perf_counter() - t0:.0f} s)", flush=True)
-    JSON.write_text(json.dumps(jsonable(res)))
+    save(res)
     report(res)
+
+
+def save(res: dict[str, Any]) -> None:
+    """Write ``res``, first taking in the curves other runs (other cases or d) wrote since."""
+    disk = json.loads(JSON.read_text()) if JSON.exists() else {}
+    migrate(disk)
+    for k, v in disk.get("curves", {}).items():
+        res.setdefault("curves", {}).setdefault(k, v)
+    JSON.write_text(json.dumps(jsonable(res)))
 
 
 # --------------------------------------------------------------------------- report
@@ -402,7 +414,7 @@ def main() -> None:
             part_curves(res, args.only, args.draws, [int(x) for x in args.ds.split(",") if x], cons)
         if args.var:
             part_var(res, args.gd_var)
-    JSON.write_text(json.dumps(jsonable(res)))
+    save(res)
     report(res)
 
 
