@@ -45,8 +45,8 @@ shows what the O(1/sqrt(d)) finite-n effects contribute).
 
 Cost: one DMFT run of T steps with --paths paths per draw, independent of d for
 "forced": measured about 6 s per draw with 2e4 paths, T = 400 (GeLU, one core), so
-the default (6 deltas x 16 draws) takes about 10 minutes at any d; use --draws and
---steps to trade accuracy for time.
+the default (6 deltas x 16 draws) takes about 10 CPU-minutes at any d, spread over
+--workers processes; use --draws and --steps to trade accuracy for time.
 
 Single neuron (m = 1) with one target direction (k = 1), label even in z, random
 start; no bias or ridge.
@@ -68,8 +68,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     g = p.add_argument_group("transition")
     g.add_argument("--d", type=positive_int("--d", 10**7), default=2000,
                    help="input dimension d (default: %(default)s)")
-    g.add_argument("--delta", type=floats, default=[5.0, 5.5, 6.0, 6.5, 7.0, 8.0],
-                   help="comma-separated sample ratios (default: 5,5.5,6,6.5,7,8)")
+    g.add_argument("--delta", type=floats, default=[6.0, 6.5, 7.0, 7.5, 8.0, 9.0],
+                   help="comma-separated sample ratios (default: 6,6.5,7,7.5,8,9)")
     g.add_argument("--draws", type=positive_int("--draws", 10**5), default=16,
                    help="DMFT draws per delta (default: %(default)s)")
     g.add_argument("--seed", type=int, default=0, help="root seed (default: %(default)s)")
