@@ -344,6 +344,7 @@ def report(res: dict[str, Any]) -> None:
         L.append("")
     (OUT / "transition_vs_simulation.md").write_text("\n".join(L) + "\n")
     plot(res)
+    plot_front(res)
 
 
 def plot(res: dict[str, Any]) -> None:
@@ -384,6 +385,37 @@ def plot(res: dict[str, Any]) -> None:
         ax.set_ylabel("P(success by T)")
     fig.tight_layout()
     fig.savefig(OUT / "transition_vs_simulation.png", dpi=110)
+    plt.close(fig)
+
+
+def plot_front(res: dict[str, Any]) -> None:
+    """The README's figure: GeLU, y = z² − 1, forced theory against GD at each d that has both."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    cs = sorted((c for c in res.get("curves", {}).values()
+                 if c["case"] == "gelu_z2m1" and c["construction"] == "forced" and c.get("gd")),
+                key=lambda c: c["d"])
+    if not cs:
+        return
+    fig, axes = plt.subplots(1, len(cs), figsize=(2.9 * len(cs), 2.7), squeeze=False, sharey=True)
+    for ax, c in zip(axes[0], cs, strict=True):
+        ax.errorbar(c["deltas"], c["p"], c["p_err"], fmt="o-", capsize=2, ms=4,
+                    label=f"theory {fmt(c['delta_50'], c['delta_50_err'])}")
+        gd = c["gd"]
+        k, n = np.array(gd["successes"], float), np.array(gd["trials"], float)
+        pg = k / n
+        ax.errorbar(gd["deltas"], pg, np.sqrt(np.maximum(pg * (1 - pg), 0.25 / n) / n), fmt="ks--",
+                    capsize=2, ms=4, label=f"GD {fmt(c['gd_delta_50'], c['gd_delta_50_err'])}")
+        ax.axhline(0.5, color="grey", lw=0.5)
+        ax.set_title(f"d = {c['d']}", fontsize=9)
+        ax.set_xlabel("δ = n/d", fontsize=8)
+        ax.legend(fontsize=6.5, loc="upper left")
+    axes[0][0].set_ylabel("P(cosine > 1/2 by step 400)", fontsize=8)
+    fig.suptitle("GeLU neuron, y = z² − 1: dmftsolve transition vs GD", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(OUT / "transition_front.png", dpi=110)
     plt.close(fig)
 
 
