@@ -424,6 +424,18 @@ def test_reflection_keeps_a_symmetric_hard_direction_exactly_unlearned():
         solve_dmft(CENTRED, 8.0, n_paths=4000, reflect=(1,))
 
 
+def _force_variance_reference(p: Problem, n: int) -> float:
+    """``(η²/n) E[z² g_0²]`` at t = 0 (``g_0 = ∂ℓ(z² − 1, U)``, ``U ~ N(0, 1)`` independent of
+    ``z``) by tensor Gauss–Hermite quadrature, 80² nodes."""
+    from numpy.polynomial.hermite_e import hermegauss
+
+    x, w = hermegauss(80)
+    w = w / w.sum()
+    Z, U = np.meshgrid(x, x, indexing="ij")
+    g = np.asarray(p.grad((Z**2 - 1).ravel(), U.ravel()[:, None]), float).reshape(Z.shape)
+    return p.training.eta**2 / n * float((np.outer(w, w) * Z**2 * g**2).sum())
+
+
 def test_force_samples_gives_gd_finite_n_gradient_variance():
     """``force_samples=n`` with paired paths, ``M_0 = 0``: ``M_1 = −η ν*_0`` with
     ``Var ν*_0 = (1/n) E[z² g_0²]``, ``g_0 = ∂ℓ(y, U)`` and ``U ~ N(0, q0)`` independent of ``z``
@@ -431,16 +443,10 @@ def test_force_samples_gives_gd_finite_n_gradient_variance():
     mean of ``M_1²`` over 1600 seeds must match it within 4 standard errors (≈ 14 %: a force
     with variance ``N/n − 1`` instead of ``N/n`` would be 67 % off here). The kernels do not
     see the weights: ``Q`` equals the unforced solve's with the same seed."""
-    from numpy.polynomial.hermite_e import hermegauss
-
     p, delta, n = CENTRED.replace(steps=1), 6.0, 600
     m1 = np.array([solve_dmft(p, delta, n_paths=1200, n_batches=2, seed=s, reflect=(0,), errors="none",
                               test_loss="none", force_samples=n).M[1, 0, 0] for s in range(1600)])
-    x, w = hermegauss(80)
-    w = w / w.sum()
-    Z, U = np.meshgrid(x, x, indexing="ij")
-    g = np.asarray(p.grad((Z**2 - 1).ravel(), U.ravel()[:, None]), float).reshape(Z.shape)
-    ref = p.training.eta**2 / n * float((np.outer(w, w) * Z**2 * g**2).sum())
+    ref = _force_variance_reference(p, n)
     est, se = float((m1**2).mean()), float((m1**2).std(ddof=1) / math.sqrt(m1.size))
     assert abs(est - ref) <= 4 * se, (est, se, ref)
     a = solve_dmft(p.replace(steps=5), delta, n_paths=1200, seed=7, reflect=(0,), errors="none")
@@ -457,19 +463,13 @@ def test_quenched_labels_tile_n_label_draws_and_use_gd_gradient():
     pairs and 4 copies of each sample), and ``M_1 = −η (1/n) Σ_i z_i g_i^0`` over one path per
     sample has the force variance ``(η²/n) E[z² g_0²]`` (same quadrature reference as above;
     800 seeds, within 4 standard errors ≈ 20 %). A path count that does not tile ``n`` is refused."""
-    from numpy.polynomial.hermite_e import hermegauss
-
     p, delta, n = CENTRED.replace(steps=1), 6.0, 300
     kw = {"n_paths": 8 * n, "n_batches": 2, "reflect": (0,), "antithetic": False, "errors": "none",
           "test_loss": "none", "force_samples": n, "quenched_labels": True}
     r = solve_dmft(p, delta, seed=1, keep_samples_at=(0,), **kw)
     assert np.unique(np.abs(r.samples(0)["Vstar"])).size == n
     m1 = np.array([solve_dmft(p, delta, seed=s, **kw).M[1, 0, 0] for s in range(800)])
-    x, w = hermegauss(80)
-    w = w / w.sum()
-    Z, U = np.meshgrid(x, x, indexing="ij")
-    g = np.asarray(p.grad((Z**2 - 1).ravel(), U.ravel()[:, None]), float).reshape(Z.shape)
-    ref = p.training.eta**2 / n * float((np.outer(w, w) * Z**2 * g**2).sum())
+    ref = _force_variance_reference(p, n)
     est, se = float((m1**2).mean()), float((m1**2).std(ddof=1) / math.sqrt(m1.size))
     assert abs(est - ref) <= 4 * se, (est, se, ref)
     with pytest.raises(ValueError, match="multiple of force_samples=300"):

@@ -229,19 +229,11 @@ def _sci(x: float) -> str:
 
 
 def round_pm(value: float, err: float) -> str:
-    """``value ± err`` with the error to one significant digit, or two when its leading digits
-    are 100–354 (the Particle Data Group rule), and the value to the same decimal place."""
-    e10 = math.floor(math.log10(err))
-    lead = round(err / 10.0 ** (e10 - 2), 6)  # the error's first three digits, 100 <= lead < 1000
-    if lead >= 950:
-        err, e10, sig = 10.0 ** (e10 + 1), e10 + 1, 2
-    else:
-        sig = 2 if lead < 355 else 1
-    decimals = sig - 1 - e10
-    if decimals > 0:
-        return f"{value:.{decimals}f} ± {err:.{decimals}f}"
-    step = 10.0 ** (-decimals)
-    return f"{round(value / step) * step:.0f} ± {round(err / step) * step:.0f}"
+    """``value ± err`` by the project's one rounding rule (:func:`dmftsolve.cli._common.format_pm`:
+    the error to 1–2 significant digits, the value to the same decimal place)."""
+    from dmftsolve.cli._common import format_pm
+
+    return format_pm(value, err)
 
 
 def short_reason(why: str) -> str:
