@@ -476,6 +476,8 @@ def test_quenched_labels_tile_n_label_draws_and_use_gd_gradient():
         solve_dmft(p, delta, **(kw | {"n_paths": 8 * n + 8}))
     with pytest.raises(ValueError, match="quenched_labels=True needs force_samples"):
         DMFTSettings(quenched_labels=True)
+    with pytest.raises(ValueError, match="needs errors='batch' or 'none'"):
+        solve_dmft(p, delta, **(kw | {"errors": "replicate"}))
 
 
 def test_reflection_is_unbiased():

@@ -244,7 +244,9 @@ class DMFTSettings:
         ``M`` the finite-``n`` curvature along ``V*``. The ``Q, R, Γ`` kernels and the test
         loss use the unweighted paths. Pair with ``reflect`` along the hard directions so the
         ``N``-path mean adds no ``N^{-1/2}`` noise of its own there; without it the
-        fluctuation variance is ``1/n + 1/N``. ``None`` (default): no force.
+        fluctuation variance is ``1/n + 1/N``. With ``errors="replicate"`` each replicate
+        draws its own weights, so the error bars include the force's spread (a physical,
+        not a Monte Carlo, spread). ``None`` (default): no force.
     quenched_labels : bool
         With ``force_samples=n``: the label randomness (``V*``, ``ε``) of the paths is that
         of ``n`` samples, each repeated over ``N/n`` paths with independent innovations
@@ -345,6 +347,9 @@ class DMFTSettings:
     def check(self, problem: Problem) -> None:
         """The checks that need the problem (``reflect`` within ``k``, kept steps within ``T``,
         ``quenched_labels`` copies)."""
+        if self.quenched_labels and self.errors == "replicate":
+            raise ValueError("quenched_labels=True needs errors='batch' or 'none' (the replicate solves "
+                             "could not tile the n samples), got errors='replicate'")
         if self.quenched_labels:
             base = self.total_paths() // ((2 if self.antithetic else 1) * (2 if self.reflect else 1))
             if base % self.force_samples:
