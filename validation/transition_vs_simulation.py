@@ -347,6 +347,15 @@ def report(res: dict[str, Any]) -> None:
     plot_front(res)
 
 
+def gd_points(ax: Any, c: dict[str, Any]) -> None:
+    """GD's success fractions of curve ``c`` with binomial error bars (never zero) and its δ_50."""
+    gd = c["gd"]
+    k, n = np.array(gd["successes"], float), np.array(gd["trials"], float)
+    pg = k / n
+    ax.errorbar(gd["deltas"], pg, np.sqrt(np.maximum(pg * (1 - pg), 0.25 / n) / n), fmt="ks--",
+                capsize=2, ms=4, label=f"GD {fmt(c['gd_delta_50'], c['gd_delta_50_err'])}")
+
+
 def plot(res: dict[str, Any]) -> None:
     """One panel per (case, d): each theory construction's curve and GD's counts."""
     import matplotlib
@@ -368,12 +377,8 @@ def plot(res: dict[str, Any]) -> None:
             ax.errorbar(c["deltas"], c["p"], c["p_err"], fmt=style[c["construction"]], capsize=2, ms=4,
                         label=f"{c['construction']} {fmt(c['delta_50'], c['delta_50_err'])}")
         c = cs[0]
-        gd = c["gd"]
-        if gd:
-            k, n = np.array(gd["successes"], float), np.array(gd["trials"], float)
-            pg = k / n
-            ax.errorbar(gd["deltas"], pg, np.sqrt(np.maximum(pg * (1 - pg), 0.25 / n) / n), fmt="ks--",
-                        capsize=2, ms=4, label=f"GD {fmt(c['gd_delta_50'], c['gd_delta_50_err'])}")
+        if c["gd"]:
+            gd_points(ax, c)
         ax.axhline(0.5, color="grey", lw=0.5)
         ax.set_title(f"{c['activation']}, y = {c['target']}, d = {c['d']}", fontsize=8)
         ax.set_xlabel("δ", fontsize=8)
@@ -403,11 +408,7 @@ def plot_front(res: dict[str, Any]) -> None:
     for ax, c in zip(axes[0], cs, strict=True):
         ax.errorbar(c["deltas"], c["p"], c["p_err"], fmt="o-", capsize=2, ms=4,
                     label=f"theory {fmt(c['delta_50'], c['delta_50_err'])}")
-        gd = c["gd"]
-        k, n = np.array(gd["successes"], float), np.array(gd["trials"], float)
-        pg = k / n
-        ax.errorbar(gd["deltas"], pg, np.sqrt(np.maximum(pg * (1 - pg), 0.25 / n) / n), fmt="ks--",
-                    capsize=2, ms=4, label=f"GD {fmt(c['gd_delta_50'], c['gd_delta_50_err'])}")
+        gd_points(ax, c)
         ax.axhline(0.5, color="grey", lw=0.5)
         ax.set_title(f"d = {c['d']}", fontsize=9)
         ax.set_xlabel("δ = n/d", fontsize=8)
