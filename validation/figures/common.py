@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from dmftsolve.cli._common import positive_int
 from dmftsolve.results import jsonable
 
 __all__ = [
@@ -82,16 +83,6 @@ def int_list(text: str) -> list[int]:
     return vals
 
 
-def _positive_int(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
-    return v
-
-
 def base_parser(description: str) -> argparse.ArgumentParser:
     """An argument parser with the options every figure script takes.
 
@@ -102,10 +93,10 @@ def base_parser(description: str) -> argparse.ArgumentParser:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true",
                    help="tiny configuration (seconds; used by tests/test_figures.py)")
-    p.add_argument("--trials", type=_positive_int, default=None, help="GD trials per point")
+    p.add_argument("--trials", type=positive_int("--trials"), default=None, help="GD trials per point")
     p.add_argument("--ds", type=int_list, default=None, help="input dimensions, comma-separated")
     p.add_argument("--deltas", type=float_list, default=None, help="sample ratios δ, comma-separated")
-    p.add_argument("--workers", type=_positive_int, default=1,
+    p.add_argument("--workers", type=positive_int("--workers"), default=1,
                    help="processes for the simulator jobs (1: serial in this process)")
     p.add_argument("--dask", metavar="ADDRESS", default=None,
                    help="run the jobs on the dask.distributed scheduler at ADDRESS instead")
