@@ -154,6 +154,6 @@ def test_cases_match_transition_vs_simulation() -> None:
 
 def test_bad_arguments(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="--cases"):
-        gtc.main(["--cases", "9", "--out-dir", str(tmp_path)])
+        gtc.main(["--cases", "999", "--out-dir", str(tmp_path)])
     with pytest.raises(ValueError, match="--budget-minutes"):
         gtc.main(["--budget-minutes", "0", "--out-dir", str(tmp_path)])

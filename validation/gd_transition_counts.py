@@ -74,6 +74,8 @@ CASES: dict[str, dict[str, Any]] = {
     "gelu_z2m1": {"target": "z**2 - 1", "activation": "gelu", "eta": 0.5, "T": 400},
     "gelu_z2": {"target": "z**2", "activation": "gelu", "eta": 0.5, "T": 400},
     "gelu_min3": {"target": "Min(z**2, 3)", "activation": "gelu", "eta": 0.5, "T": 400},
+    "quad_z2": {"target": "z**2", "activation": "quad", "eta": 0.1, "T": 600},
+    "quad_z2m1": {"target": "z**2 - 1", "activation": "quad", "eta": 0.1, "T": 600},
 }
 
 #: run number -> (case, d, δ grid, trials per δ or None = as many as fit, round-robin, up to
@@ -86,6 +88,14 @@ RUNS: dict[int, dict[str, Any]] = {
     5: {"case": "gelu_z2m1", "d": 2000, "deltas": (6.5, 7, 7.5), "trials": None},
     6: {"case": "gelu_z2m1", "d": 4000, "deltas": (7, 7.5), "trials": 40},
     7: {"case": "gelu_z2m1", "d": 4000, "deltas": (6.5,), "trials": 24},
+    8: {"case": "quad_z2m1", "d": 500, "deltas": (3, 3.6, 4.2, 5, 6), "trials": 40},
+    9: {"case": "quad_z2", "d": 500, "deltas": (4, 5, 6, 7, 8), "trials": 40},
+    10: {"case": "gelu_min3", "d": 500, "deltas": (8, 9, 10, 11, 12), "trials": 40},
+    11: {"case": "gelu_z2", "d": 1000, "deltas": (8, 9, 10, 11, 12, 13), "trials": 40},
+    12: {"case": "quad_z2m1", "d": 1000, "deltas": (3, 3.6, 4.2, 5, 6), "trials": 40},
+    13: {"case": "quad_z2", "d": 1000, "deltas": (4, 5, 6, 7, 8), "trials": 40},
+    14: {"case": "gelu_min3", "d": 2000, "deltas": (9, 10, 11, 12), "trials": 40},
+    15: {"case": "gelu_z2", "d": 2000, "deltas": (9, 10, 11, 12, 13), "trials": 40},
 }
 QUICK_RUNS: dict[int, dict[str, Any]] = {
     1: {"case": "gelu_z2m1", "d": 60, "deltas": (3, 12), "trials": 2},
@@ -95,7 +105,9 @@ QUICK_RUNS: dict[int, dict[str, Any]] = {
 ROOT_SEEDS: dict[str, int] = {
     "gelu_z2m1|1000": 9_101_000, "gelu_z2m1|500": 9_100_500, "gelu_z2m1|2000": 9_102_000,
     "gelu_z2|500": 9_200_500, "gelu_min3|1000": 9_301_000, "gelu_z2m1|60": 9_100_060,
-    "gelu_z2m1|4000": 9_104_000,
+    "gelu_z2m1|4000": 9_104_000, "quad_z2m1|500": 9_500_500, "quad_z2|500": 9_400_500,
+    "gelu_min3|500": 9_300_500, "gelu_z2|1000": 9_201_000, "quad_z2m1|1000": 9_501_000,
+    "quad_z2|1000": 9_401_000, "gelu_min3|2000": 9_302_000, "gelu_z2|2000": 9_202_000,
 }
 
 
