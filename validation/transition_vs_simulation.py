@@ -210,7 +210,7 @@ def migrate(res: dict[str, Any]) -> None:
 
 
 def part_curves(res: dict[str, Any], only: str | None, draws: int, ds: list[int] | None,
-                constructions: list[str]) -> None:
+                constructions: list[str], n_paths: int | None = None) -> None:
     res.setdefault("curves", {})
     for name, case in CASES.items():
         if only and name != only:
@@ -221,20 +221,21 @@ def part_curves(res: dict[str, Any], only: str | None, draws: int, ds: list[int]
             for d, grid in case["grid"].get(cons, {}).items():
                 if ds and d not in ds:
                     continue
-                key = f"{name}|{d}|{cons}"
+                key = f"{name}|{d}|{cons}" + (f"@{n_paths}" if n_paths else "")
                 if key in res["curves"]:
                     continue
-                run_curve(res, key, name, case, p, d, grid, cons, draws)
+                run_curve(res, key, name, case, p, d, grid, cons, draws, n_paths)
 
 
 def run_curve(res: dict[str, Any], key: str, name: str, case: dict[str, Any], p: Problem, d: int,
-              grid: tuple[float, ...], cons: str, draws: int) -> None:
+              grid: tuple[float, ...], cons: str, draws: int, n_paths: int | None = None) -> None:
     t0 = time.perf_counter()
-    c = transition(p, d, grid, settings=TransitionSettings(draws=draws, seed=1, construction=cons),
+    extra = {"n_paths": n_paths} if n_paths else {}
+    c = transition(p, d, grid, settings=TransitionSettings(draws=draws, seed=1, construction=cons, **extra),
                    throw=False, progress=True)
     gd, fit = gd_fit(case, d)
     res["curves"][key] = {
-        "case": name, "d": d, "construction": cons, "target": case["target"],
+        "case": name, "d": d, "construction": cons, "n_paths": n_paths, "target": case["target"],
         "activation": case["activation"],
         "eta": case["eta"], "T": case["T"], "gd_T": case["gd_T"], "deltas": c.deltas, "p": c.p,
         "p_err": c.p_err, "successes": c.successes, "draws": c.draws, "delta_50": c.delta_50,
@@ -265,6 +266,12 @@ def fmt(x: Any, e: Any, nd: int = 2) -> str:
     return f"{float(x):.{nd}f} ± {float(e):.{nd}f}"
 
 
+def label(c: dict[str, Any]) -> str:
+    """A curve's construction, with its kernel paths when not the default."""
+    n = c.get("n_paths")
+    return c["construction"] + (f" ({n:.0e} paths)".replace("e+0", "e") if n else "")
+
+
 def report(res: dict[str, Any]) -> None:
     for c in res.get("curves", {}).values():  # GD numbers always from their source, by the theory's T
         gd, fit = gd_fit(CASES[c["case"]], int(c["d"]))
@@ -289,7 +296,8 @@ def report(res: dict[str, Any]) -> None:
               "within max(0.3, 5 %)? |",
               "|---|---|---|---|---|---|---|---|---|"]
         order = {c: i for i, c in enumerate(CONSTRUCTIONS)}
-        for c in sorted(res["curves"].values(), key=lambda c: (order[c["construction"]], c["case"], c["d"])):
+        for c in sorted(res["curves"].values(),
+                        key=lambda c: (order[c["construction"]], c["case"], c["d"], c.get("n_paths") or 0)):
             th, ge = c["delta_50"], c["gd_delta_50"]
             ok = "–"
             diff = "–"
@@ -297,7 +305,7 @@ def report(res: dict[str, Any]) -> None:
                 diff = f"{th - ge:+.2f}"
                 ok = "yes" if abs(th - ge) <= max(0.3, 0.05 * ge) else "no"
             gw = c.get("gd_width")
-            L.append(f"| {c['case']} | {c['d']} | {c['construction']} | {c['T']} | "
+            L.append(f"| {c['case']} | {c['d']} | {label(c)} | {c['T']} | "
                      f"{fmt(th, c['delta_50_err'])} ({c['width']:.2f}) | {fmt(ge, c['gd_delta_50_err'])}"
                      f"{f' ({gw:.2f})' if gw is not None and math.isfinite(gw) else ''} | "
                      f"{(c['gd'] or {}).get('source', '–')} | {diff} | {ok} |")
@@ -377,9 +385,10 @@ def plot(res: dict[str, Any]) -> None:
     fig, axes = plt.subplots(nrow, ncol, figsize=(3.3 * ncol, 2.9 * nrow), squeeze=False)
     style = {"forced": "o-", "quenched": "^-", "finite_n": "v:", "initial": "x:"}
     for ax, (_key, cs) in zip(axes.ravel(), sorted(panels.items()), strict=False):
-        for c in sorted(cs, key=lambda c: CONSTRUCTIONS.index(c["construction"])):
-            ax.errorbar(c["deltas"], c["p"], c["p_err"], fmt=style[c["construction"]], capsize=2, ms=4,
-                        label=f"{c['construction']} {fmt(c['delta_50'], c['delta_50_err'])}")
+        for c in sorted(cs, key=lambda c: (CONSTRUCTIONS.index(c["construction"]), c.get("n_paths") or 0)):
+            ax.errorbar(c["deltas"], c["p"], c["p_err"],
+                        fmt="d-." if c.get("n_paths") else style[c["construction"]], capsize=2, ms=4,
+                        label=f"{label(c)} {fmt(c['delta_50'], c['delta_50_err'])}")
         c = cs[0]
         if c["gd"]:
             gd_points(ax, c)
@@ -404,7 +413,8 @@ def plot_front(res: dict[str, Any]) -> None:
     import matplotlib.pyplot as plt
 
     cs = sorted((c for c in res.get("curves", {}).values()
-                 if c["case"] == "gelu_z2m1" and c["construction"] == "forced" and c.get("gd")),
+                 if c["case"] == "gelu_z2m1" and c["construction"] == "forced" and c.get("gd")
+                 and not c.get("n_paths")),
                 key=lambda c: c["d"])
     if not cs:
         return
@@ -429,6 +439,9 @@ def main() -> None:
     ap.add_argument("--only", default=None, help="run only this curve case (a key of CASES)")
     ap.add_argument("--draws", type=int, default=16, help="theory draws per δ (default 16)")
     ap.add_argument("--ds", default="", help="comma-separated input dimensions to run (default: all)")
+    ap.add_argument("--paths", type=int, default=None,
+                    help="kernel paths of the theory (default: TransitionSettings' 2·10⁴); such "
+                         "curves are keyed case|d|construction@PATHS and drawn beside the default")
     ap.add_argument("--var", action="store_true", help="also run the Var(m_t) part")
     ap.add_argument("--no-curves", action="store_true", help="skip the success curves")
     ap.add_argument("--gd-var", action="store_true", help="recompute the GD Var(m_t) numbers")
@@ -448,7 +461,8 @@ def main() -> None:
         return
     with threadpool_limits(1):
         if not args.no_curves:
-            part_curves(res, args.only, args.draws, [int(x) for x in args.ds.split(",") if x], cons)
+            part_curves(res, args.only, args.draws, [int(x) for x in args.ds.split(",") if x], cons,
+                        args.paths)
         if args.var:
             part_var(res, args.gd_var)
     save(res)
