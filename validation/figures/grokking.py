@@ -33,7 +33,9 @@ Both are cached points (``--theory-steps``, ``--theory-paths``; ``--no-theory`` 
 
 Run
 ---
-Full size (not run yet)::
+Full size (run: 11.6 min wall, 1.8 GB peak on the shared 2-core machine, the GD run 674 s;
+GD escape at step 10, predicted 16, plateau train/test 0.595/0.610; cached in
+``validation/results/figures/cache/grokking/``)::
 
     python validation/figures/grokking.py
 

@@ -35,7 +35,8 @@ Every (d, run) and the theory are cached points; ``--replot`` redraws.
 
 Run
 ---
-Full size (not run yet)::
+Full size (run: 1.5 min wall on the shared machine; cached in
+``validation/results/figures/cache/hessian_spectra/``)::
 
     python validation/figures/hessian_spectra.py --ds 2000 --trials 2
 
