@@ -210,7 +210,7 @@ def migrate(res: dict[str, Any]) -> None:
 
 
 def part_curves(res: dict[str, Any], only: str | None, draws: int, ds: list[int] | None,
-                constructions: list[str], n_paths: int | None = None) -> None:
+                constructions: list[str], n_paths: int | None = None, pps: float | None = None) -> None:
     res.setdefault("curves", {})
     for name, case in CASES.items():
         if only and name != only:
@@ -221,21 +221,26 @@ def part_curves(res: dict[str, Any], only: str | None, draws: int, ds: list[int]
             for d, grid in case["grid"].get(cons, {}).items():
                 if ds and d not in ds:
                     continue
-                key = f"{name}|{d}|{cons}" + (f"@{n_paths}" if n_paths else "")
+                key = (f"{name}|{d}|{cons}" + (f"@{n_paths}" if n_paths else "")
+                       + (f"@pps{pps:g}" if pps else ""))
                 if key in res["curves"]:
                     continue
-                run_curve(res, key, name, case, p, d, grid, cons, draws, n_paths)
+                run_curve(res, key, name, case, p, d, grid, cons, draws, n_paths, pps)
 
 
 def run_curve(res: dict[str, Any], key: str, name: str, case: dict[str, Any], p: Problem, d: int,
-              grid: tuple[float, ...], cons: str, draws: int, n_paths: int | None = None) -> None:
+              grid: tuple[float, ...], cons: str, draws: int, n_paths: int | None = None,
+              pps: float | None = None) -> None:
     t0 = time.perf_counter()
-    extra = {"n_paths": n_paths} if n_paths else {}
+    extra: dict[str, Any] = {"n_paths": n_paths} if n_paths else {}
+    if pps:
+        extra["paths_per_sample"] = pps
     c = transition(p, d, grid, settings=TransitionSettings(draws=draws, seed=1, construction=cons, **extra),
                    throw=False, progress=True)
     gd, fit = gd_fit(case, d)
     res["curves"][key] = {
-        "case": name, "d": d, "construction": cons, "n_paths": n_paths, "target": case["target"],
+        "case": name, "d": d, "construction": cons, "n_paths": n_paths, "paths_per_sample": pps,
+        "target": case["target"],
         "activation": case["activation"],
         "eta": case["eta"], "T": case["T"], "gd_T": case["gd_T"], "deltas": c.deltas, "p": c.p,
         "p_err": c.p_err, "successes": c.successes, "draws": c.draws, "delta_50": c.delta_50,
@@ -268,8 +273,9 @@ def fmt(x: Any, e: Any, nd: int = 2) -> str:
 
 def label(c: dict[str, Any]) -> str:
     """A curve's construction, with its kernel paths when not the default."""
-    n = c.get("n_paths")
-    return c["construction"] + (f" ({n:.0e} paths)".replace("e+0", "e") if n else "")
+    n, pps = c.get("n_paths"), c.get("paths_per_sample")
+    return (c["construction"] + (f" ({n:.0e} paths)".replace("e+0", "e") if n else "")
+            + (f" ({pps:g} paths per sample)" if pps else ""))
 
 
 def report(res: dict[str, Any]) -> None:
@@ -297,7 +303,8 @@ def report(res: dict[str, Any]) -> None:
               "|---|---|---|---|---|---|---|---|---|"]
         order = {c: i for i, c in enumerate(CONSTRUCTIONS)}
         for c in sorted(res["curves"].values(),
-                        key=lambda c: (order[c["construction"]], c["case"], c["d"], c.get("n_paths") or 0)):
+                        key=lambda c: (order[c["construction"]], c["case"], c["d"], c.get("n_paths") or 0,
+                                       c.get("paths_per_sample") or 0)):
             th, ge = c["delta_50"], c["gd_delta_50"]
             ok = "–"
             diff = "–"
@@ -386,8 +393,9 @@ def plot(res: dict[str, Any]) -> None:
     style = {"forced": "o-", "quenched": "^-", "finite_n": "v:", "initial": "x:"}
     for ax, (_key, cs) in zip(axes.ravel(), sorted(panels.items()), strict=False):
         for c in sorted(cs, key=lambda c: (CONSTRUCTIONS.index(c["construction"]), c.get("n_paths") or 0)):
-            ax.errorbar(c["deltas"], c["p"], c["p_err"],
-                        fmt="d-." if c.get("n_paths") else style[c["construction"]], capsize=2, ms=4,
+            variant = c.get("n_paths") or c.get("paths_per_sample")
+            ax.errorbar(c["deltas"], c["p"], c["p_err"], fmt="d-." if variant else style[c["construction"]],
+                        capsize=2, ms=4,
                         label=f"{label(c)} {fmt(c['delta_50'], c['delta_50_err'])}")
         c = cs[0]
         if c["gd"]:
@@ -414,7 +422,7 @@ def plot_front(res: dict[str, Any]) -> None:
 
     cs = sorted((c for c in res.get("curves", {}).values()
                  if c["case"] == "gelu_z2m1" and c["construction"] == "forced" and c.get("gd")
-                 and not c.get("n_paths")),
+                 and not c.get("n_paths") and not c.get("paths_per_sample")),
                 key=lambda c: c["d"])
     if not cs:
         return
@@ -442,6 +450,9 @@ def main() -> None:
     ap.add_argument("--paths", type=int, default=None,
                     help="kernel paths of the theory (default: TransitionSettings' 2·10⁴); such "
                          "curves are keyed case|d|construction@PATHS and drawn beside the default")
+    ap.add_argument("--paths-per-sample", type=float, default=None,
+                    help="kernel paths per sample n = δd (TransitionSettings.paths_per_sample: the law "
+                         "of D at GD's sample size); keyed case|d|construction@ppsX")
     ap.add_argument("--var", action="store_true", help="also run the Var(m_t) part")
     ap.add_argument("--no-curves", action="store_true", help="skip the success curves")
     ap.add_argument("--gd-var", action="store_true", help="recompute the GD Var(m_t) numbers")
@@ -462,7 +473,7 @@ def main() -> None:
     with threadpool_limits(1):
         if not args.no_curves:
             part_curves(res, args.only, args.draws, [int(x) for x in args.ds.split(",") if x], cons,
-                        args.paths)
+                        args.paths, args.paths_per_sample)
         if args.var:
             part_var(res, args.gd_var)
     save(res)
