@@ -40,6 +40,7 @@ from threadpoolctl import threadpool_limits
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from transition_vs_simulation import CASES as TVS_CASES  # noqa: E402
 from transition_vs_simulation import gd_var, var_se  # noqa: E402
 
 from dmftsolve import Problem  # noqa: E402
@@ -49,14 +50,12 @@ from dmftsolve.results import jsonable  # noqa: E402
 
 OUT = Path(__file__).resolve().parent / "results"
 
-#: name -> target, activation, η, δ (near the case's GD δ_50 at d = 500–1000)
+#: δ per case (near its GD δ_50 at d = 500–1000)
+DELTAS = {"gelu_z2m1": 6.0, "gelu_z2": 10.0, "gelu_min3": 10.0, "quad_z2m1": 4.0, "quad_z2": 5.5}
+#: name -> target, activation, η (the problems of transition_vs_simulation.py) and δ
 CASES: dict[str, dict[str, Any]] = {
-    "gelu_z2m1": {"target": "z**2 - 1", "activation": "gelu", "eta": 0.5, "delta": 6.0},
-    "gelu_z2": {"target": "z**2", "activation": "gelu", "eta": 0.5, "delta": 10.0},
-    "gelu_min3": {"target": "Min(z**2, 3)", "activation": "gelu", "eta": 0.5, "delta": 10.0},
-    "quad_z2m1": {"target": "z**2 - 1", "activation": "quad", "eta": 0.1, "delta": 4.0},
-    "quad_z2": {"target": "z**2", "activation": "quad", "eta": 0.1, "delta": 5.5},
-}
+    name: {**{k: TVS_CASES[name][k] for k in ("target", "activation", "eta")}, "delta": delta}
+    for name, delta in DELTAS.items()}
 FULL = {"T": 60, "times": (5, 10, 20, 40, 60), "gd": {500: 100, 1000: 60, 2000: 40},
         "pathwise_T": 20, "paths": 20_000, "replicates": 4, "draws": 32, "theory_d": 1000,
         # r²: 5× the steps (same ηt), so its GD at d = 2000 is left out for time
