@@ -220,7 +220,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if bad:
         ap.error(f"--cases: unknown {bad}; choose from {list(CASES)}")
     cfg = QUICK if args.quick else FULL
-    keep = {int(x) for x in args.ds.split(",") if x} if args.ds else set(cfg["gd"])
+    try:
+        keep = {int(x) for x in args.ds.split(",") if x} if args.ds else set(cfg["gd"])
+    except ValueError:
+        ap.error(f"--ds must be comma-separated integers, got {args.ds!r}")
     stem = "hard_overlap_vs_simulation" + ("_quick" if args.quick else "")
     out = Path(args.out_dir)
     out.mkdir(parents=True, exist_ok=True)

@@ -461,6 +461,12 @@ def main() -> None:
                     help=f"comma-separated theory constructions to run, of {', '.join(CONSTRUCTIONS)} "
                          "(default: forced)")
     args = ap.parse_args()
+    if args.only is not None and args.only not in CASES:
+        ap.error(f"--only: unknown case {args.only!r}; choose from {list(CASES)}")
+    if args.paths is not None and args.paths < 2:
+        ap.error(f"--paths must be an integer >= 2, got {args.paths}")
+    if args.paths_per_sample is not None and not 0 < args.paths_per_sample <= 1000:
+        ap.error(f"--paths-per-sample must be in (0, 1000], got {args.paths_per_sample}")
     cons = [c for c in args.constructions.split(",") if c]
     bad = sorted(set(cons) - set(CONSTRUCTIONS))
     if bad:
