@@ -6,7 +6,9 @@ random-start size. For each case (GeLU and r² neurons; ``z²``, ``z² − 1`` a
 
 * **GD** (:func:`transition_vs_simulation.gd_var`: plain full-batch GD on float32 data, random
   start ``w_0 ~ N(0, I/d)``, and the same data and orthogonal start with ``M_0 = 0``: the
-  noise part) at d = 500, 1000, 2000; sample variance over trials ± √(2/(n−1))·var.
+  noise part) at d = 500, 1000, 2000 (100 / 60 / 40 trials; r² at 500 and 1000 only, its runs
+  being 5× longer; the centred GeLU reuses the cached runs of ``transition_vs_simulation.py``'s
+  Var part); sample variance over trials ± √(2/(n−1))·var.
 * **linearised law** (:func:`dmftsolve.dynamics.hard_overlap.hard_overlap_law`, pathwise:
   ``Var m_t = q0 A_t² + noise``, 4 replicates × 2·10⁴ paths, t ≤ 20; d-independent).
 * **forced DMFT** (the construction :func:`dmftsolve.thresholds.finite_d_transition.transition`
@@ -14,14 +16,15 @@ random-start size. For each case (GeLU and r² neurons; ``z²``, ``z² − 1`` a
   weights of ``n = δd`` samples): ``K`` draws with ``m_0`` at stratified quantiles of
   ``N(0, q0)`` (Var) and ``K`` with ``m_0 = 0`` (noise part), at d = 1000; the mean of
   ``m_t²`` over draws ± its standard error. Beyond t ≈ 20 this is the quantity that matters:
-  the nonlinear escape, not the linearisation.
+  the nonlinear escape, not the linearisation. The solve's keywords repeat those of the
+  ``"forced"`` construction in ``finite_d_transition._draw`` (kept in step by hand).
 
 Output: ``validation/results/hard_overlap_vs_simulation.{json,md}``; finished
 (case, part, d) entries are cached in the JSON and not recomputed.
 
 Run: ``OMP_NUM_THREADS=1 python validation/hard_overlap_vs_simulation.py [--cases a,b]
-[--quick]`` (full size ≈ 30 min on one core; ``--quick``: d = 100, 8 trials, 8 draws,
-t ≤ 10, written as ``hard_overlap_vs_simulation_quick.*``).
+[--quick]`` (full size: 38 min wall on the loaded 2-core machine, one process; ``--quick``:
+d = 100, 8 trials, 8 draws, t ≤ 10, written as ``hard_overlap_vs_simulation_quick.*``).
 """
 
 from __future__ import annotations
