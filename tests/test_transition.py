@@ -146,6 +146,38 @@ def test_success_probability_extremes() -> None:
     assert hi.p_err > 0  # never a zero error bar from a finite number of draws
 
 
+def _fake_solve(cosine: list[float], ok: bool):  # noqa: ANN202
+    """A stand-in for ``solve_dmft`` returning a fixed cosine path (NaN after a failure)."""
+    from types import SimpleNamespace
+
+    c = np.asarray(cosine, dtype=float)
+    M = np.where(np.isfinite(c), 0.1 * c, np.nan)[:, None, None]
+    q = np.where(np.isfinite(c), 1.0, np.nan)[:, None, None]
+
+    def solve(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        return SimpleNamespace(ok=ok, message="" if ok else "non-finite kernels at step 3",
+                               cosine=c, M=M, q_diag=q)
+    return solve
+
+
+@pytest.mark.parametrize(("cosine", "ok", "expected", "last"), [
+    ([0.1, 0.3, 0.6, np.nan, np.nan], False, 2, 0.6),  # escaped at 2, then the solve failed: counts
+    ([0.1, 0.2, 0.3, np.nan, np.nan], False, -1, np.nan),  # failed before escaping: a failure
+    ([0.1, 0.2, 0.3, 0.6, 0.7], True, 3, 0.7),
+])
+def test_a_draw_that_fails_after_its_escape_counts(monkeypatch: pytest.MonkeyPatch, cosine: list[float],
+                                                   ok: bool, expected: int, last: float) -> None:
+    import dmftsolve.dynamics.dmft as dmft_module
+    from dmftsolve.thresholds.finite_d_transition import _draw
+
+    monkeypatch.setattr(dmft_module, "solve_dmft", _fake_solve(cosine, ok))
+    final, esc, diverged, msg = _draw(CENTRED, 6.0, 500, 0, 0.3, TransitionSettings(draws=2), 4)
+    assert esc == expected
+    assert bool(msg) == (expected == -1 and not ok)  # a failure is reported only if no escape came first
+    assert diverged == (not ok and expected >= 0)
+    np.testing.assert_equal(final, last)
+
+
 @pytest.mark.slow
 def test_transition_matches_gd_centred_label_d1000() -> None:
     """GeLU, y = z² − 1, d = 1000, escapes by step 400: GD's probit δ_50 is 6.89 ± 0.07

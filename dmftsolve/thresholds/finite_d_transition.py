@@ -198,15 +198,19 @@ def _draw(problem: Problem, delta: float, d: int, k: int, m0: float,
     }[s.construction]
     r = solve_dmft(p, delta, seed=_draw_seed(s.seed, delta, d, k), errors="none",
                    test_loss="none", throw=False, **kw)
-    if not r.ok:
-        return math.nan, -1, False, f"draw {k}: {r.message}"
     # first passage, before any blow-up of the N-path solve (its Stein kernels can
-    # diverge long after the escape, e.g. M ~ 1e62 at t ~ 300 with N = 4250 paths)
-    sane = (np.abs(r.M[:, 0, 0]) < 1e3) & (r.q_diag[:, 0, 0] < 1e3)
+    # diverge long after the escape, e.g. M ~ 1e62 at t ~ 300 with N = 4250 paths). A solve
+    # that stopped on non-finite kernels (NaN from there on) counts if it escaped before.
+    cosine = np.asarray(r.cosine, dtype=float)
+    with np.errstate(invalid="ignore"):
+        sane = np.isfinite(cosine) & (np.abs(r.M[:, 0, 0]) < 1e3) & (r.q_diag[:, 0, 0] < 1e3)
     bad = np.nonzero(~sane)[0]
     upto = int(bad[0]) if bad.size else T + 1
-    above = np.nonzero(r.cosine[:upto] > s.success_cosine)[0]
-    return float(r.cosine[upto - 1]), int(above[0]) if above.size else -1, bool(bad.size > 0), ""
+    above = np.nonzero(cosine[:upto] > s.success_cosine)[0]
+    if not r.ok and not above.size:
+        return math.nan, -1, False, f"draw {k}: {r.message}"
+    last = float(cosine[upto - 1]) if upto > 0 else math.nan
+    return last, int(above[0]) if above.size else -1, bool(bad.size > 0), ""
 
 
 def success_probability(problem: Problem, delta: float, d: int, *,
