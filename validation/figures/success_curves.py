@@ -66,6 +66,7 @@ theory δ_50 = 7.29 ± 0.19; δ_NN(t·η = 1) = 6.50 ± 0.75.
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import time
 from pathlib import Path
@@ -86,6 +87,7 @@ from common import (  # noqa: E402
 )
 
 from dmftsolve import Problem  # noqa: E402
+from dmftsolve.thresholds.finite_d_transition import TransitionSettings  # noqa: E402
 
 NAME = "success_curves"
 
@@ -157,12 +159,17 @@ def gd_probit(pts: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 # --------------------------------------------------------------------------- theory
+#: the transition's default construction, part of the cache key (a change of the library's
+#: default recomputes the theory curve instead of redrawing a stale one)
+THEORY_DEFAULTS = {k: v for k, v in dataclasses.asdict(TransitionSettings()).items()
+                   if k in ("construction", "n_paths", "paths_per_sample")}
+
 def theory_curve(case: dict[str, Any], steps: int, d: int, deltas: list[float], draws: int,
                  seed: int) -> dict[str, Any]:
     """Helper D's finite-d success curve; an ``error`` entry if it is unavailable or fails."""
     t0 = time.perf_counter()
     try:
-        from dmftsolve.thresholds.finite_d_transition import TransitionSettings, transition
+        from dmftsolve.thresholds.finite_d_transition import transition
 
         curve = transition(problem_of(case, steps), d, deltas,
                            settings=TransitionSettings(steps=steps, draws=draws, seed=seed),
@@ -171,7 +178,8 @@ def theory_curve(case: dict[str, Any], steps: int, d: int, deltas: list[float], 
         return {"error": f"{type(exc).__name__}: {exc}", "elapsed": time.perf_counter() - t0}
     return {"deltas": curve.deltas.tolist(), "p": curve.p.tolist(), "p_err": curve.p_err.tolist(),
             "delta_50": curve.delta_50, "delta_50_err": curve.delta_50_err,
-            "status": curve.status.value, "message": curve.message, "elapsed": curve.elapsed}
+            "status": curve.status.value, "message": curve.message, "elapsed": curve.elapsed,
+            **THEORY_DEFAULTS}
 
 
 def delta_nn_early(case: dict[str, Any], n_paths: int, replicates: int, seed: int,
@@ -303,7 +311,8 @@ def main(argv: list[str] | None = None) -> int:
                         tsteps = min(th_steps, steps)
                         key = {"kind": "transition",
                                "case": {k: case[k] for k in ("target", "activation", "eta")},
-                               "steps": tsteps, "d": d, "deltas": deltas, "draws": draws, "seed": args.seed}
+                               "steps": tsteps, "d": d, "deltas": deltas, "draws": draws, "seed": args.seed,
+                               **THEORY_DEFAULTS}
                         th = cache.get_or_compute(key, theory_curve, case, tsteps, d, deltas, draws,
                                                   args.seed)
                         entry["theory"][str(d)] = th
