@@ -1,0 +1,271 @@
+"""Issue 9: where in time the forced DMFT and GD part ways (the δ_50 remainder).
+
+Two parts, written to ``validation/results/late_escape.{md,json}``:
+
+* **Escape-step split of the committed curves** (no new runs, a second): for every (case, d)
+  that has both the forced theory curve (``transition_vs_simulation.json``) and GD's 40-trial
+  counts (``gd_transition_counts.json``), the trials of the δ values both measured are split
+  into *early* escapes (first passage of the cosine above 1/2 at step ≤ ``cut``), *late* ones
+  (``cut`` < step ≤ T) and none; pooled over δ, with binomial standard errors. GD records the
+  cosine every 5 steps, so ``cut`` is a multiple of 5 and GD's early count is exact.
+* **Trajectories at one point** (``--trajectories``): GD trials and forced-DMFT draws (the
+  construction ``dmftsolve transition`` uses: 2·10⁴ reflection-paired kernel paths, quenched
+  Poisson force of n = δd samples, stratified ``m_0``) at the same (case, d, δ), every step
+  recorded. Reported: ``P(escape ≤ t)`` for both, and the quantiles of ``|m_t| = √d |M_t|``
+  among the runs that have not escaped by ``t``; so a deficit of late escapes can be placed
+  either in the slow-growing population (its ``|m_t|`` lower in the theory) or in the last
+  stretch of the escape.
+
+Run: ``python validation/late_escape.py`` (split only),
+``python validation/late_escape.py --trajectories gelu_z2m1:1000:6.5 --gd-trials 200
+--draws 96 --steps 200`` (about 15 min on one core), ``--report`` redraws from the JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from scipy.special import ndtri
+from threadpoolctl import threadpool_limits
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from transition_vs_simulation import CASES  # noqa: E402
+
+from dmftsolve import Problem  # noqa: E402
+from dmftsolve.dynamics.dmft import solve_dmft  # noqa: E402
+from dmftsolve.results import jsonable  # noqa: E402
+
+OUT = Path(__file__).resolve().parent / "results"
+CUTS = (30, 60)
+REPORT_TIMES = (10, 20, 30, 60, 100, 150, 200, 300, 400, 600)
+
+
+def log(msg: str) -> None:
+    print(msg, flush=True)
+
+
+def _rate(k: int, n: int) -> tuple[float, float]:
+    p = k / n
+    return p, math.sqrt(p * (1 - p) / n)
+
+
+def escape_split(theory: dict[str, Any], gd: dict[str, Any], cuts: tuple[int, ...] = CUTS
+                 ) -> dict[str, Any]:
+    """Early / late / no escape, theory against GD, per (case, d) and pooled.
+
+    ``theory``: the ``curves`` of ``transition_vs_simulation.json``; ``gd``: the ``runs`` of
+    ``gd_transition_counts.json``. Only the δ values present in both enter.
+    """
+    rows: list[dict[str, Any]] = []
+    pooled = {c: np.zeros(6, dtype=int) for c in cuts}
+    for key, run in gd.items():
+        th = theory.get(f"{key}|forced")
+        if th is None:
+            continue
+        T = int(th["T"])
+        for cut in cuts:
+            cnt = np.zeros(6, dtype=int)  # GD early, late, n; theory early, late, n
+            for p in run["points"].values():
+                if p["delta"] not in th["deltas"]:
+                    continue
+                i = th["deltas"].index(p["delta"])
+                es = np.array([t["escape_step"] if t["escape_step"] is not None else 10**9
+                               for c in p["chunks"] for t in c["trials"]])
+                et = np.array([s if (s is not None and s >= 0) else 10**9 for s in th["escape_steps"][i]])
+                cnt += [(es <= cut).sum(), ((es > cut) & (es <= T)).sum(), es.size,
+                        (et <= cut).sum(), ((et > cut) & (et <= T)).sum(), et.size]
+            if cnt[2] == 0:
+                continue
+            pooled[cut] += cnt
+            rows.append({"key": key, "cut": cut, "T": T, **_counts(cnt)})
+    return {"rows": rows, "pooled": [{"key": "all", "cut": c, **_counts(v)} for c, v in pooled.items()]}
+
+
+def _counts(c: np.ndarray) -> dict[str, Any]:
+    ge, gl, gn, te, tl, tn = (int(x) for x in c)
+    out: dict[str, Any] = {"gd_trials": gn, "theory_draws": tn}
+    for name, k, n in (("gd_early", ge, gn), ("gd_late", gl, gn), ("th_early", te, tn), ("th_late", tl, tn)):
+        out[name], out[name + "_err"] = _rate(k, n)
+    return out
+
+
+# ---------------------------------------------------------------------------- trajectories
+def problem_of(case: dict[str, Any], steps: int) -> Problem:
+    return Problem.build(target=case["target"], activation=case["activation"], eta=case["eta"], steps=steps)
+
+
+def gd_trajectories(case: dict[str, Any], d: int, delta: float, trials: int, steps: int,
+                    seed: int = 21) -> tuple[np.ndarray, np.ndarray]:
+    """``(√d M_t, cosine_t)``, each ``(trials, steps + 1)``: full-batch GD on float32 data,
+    random start ``w_0 ~ N(0, I/d)`` (``q0 = 1``), ``θ* = e_1``, every step recorded."""
+    p = problem_of(case, steps)
+    eta = case["eta"]
+    n = int(round(delta * d))
+    m = np.zeros((trials, steps + 1))
+    cos = np.zeros((trials, steps + 1))
+    root = np.random.SeedSequence([seed, d, int(round(1000 * delta))])
+    for j, ss in enumerate(root.spawn(trials)):
+        rng = np.random.default_rng(ss)
+        X = rng.standard_normal((n, d), dtype=np.float32)
+        y = np.asarray(p.labels(X[:, :1].astype(np.float64), np.zeros(n)), float)
+        w = rng.standard_normal(d) / math.sqrt(d)
+        for t in range(steps + 1):
+            nrm = float(np.linalg.norm(w))
+            m[j, t] = math.sqrt(d) * w[0]
+            cos[j, t] = abs(w[0]) / nrm
+            if t == steps:
+                break
+            V = (X @ w.astype(np.float32)).astype(np.float64)
+            g = p.grad(y, V[:, None])[:, 0]
+            w = w - (eta / n) * (X.T @ g.astype(np.float32)).astype(np.float64)
+    return m, cos
+
+
+def theory_trajectories(case: dict[str, Any], d: int, delta: float, draws: int, steps: int,
+                        paths: int = 20_000, seed: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    """``(√d M_t, cosine_t)`` of the forced DMFT, ``(draws, steps + 1)``, NaN after a failure
+    or blow-up; ``m_0`` stratified as in
+    :func:`~dmftsolve.thresholds.finite_d_transition.success_probability`."""
+    p0 = problem_of(case, steps)
+    q0 = float(p0.training.init.q0)
+    n = int(round(delta * d))
+    rng = np.random.default_rng([seed, int(round(1000 * delta)), d])
+    m0 = math.sqrt(q0) * ndtri((np.arange(draws) + rng.random(draws)) / draws)
+    m = np.full((draws, steps + 1), np.nan)
+    cos = np.full((draws, steps + 1), np.nan)
+    for k, x in enumerate(m0):
+        p = p0.replace(M0=[[float(x) / math.sqrt(d)]], Q0=[[q0]], hold_zero=[])
+        ss = np.random.SeedSequence([seed, int(round(1000 * delta)), d, k])
+        r = solve_dmft(p, delta, n_paths=paths, reflect=(0,), force_samples=n,
+                       seed=int(ss.generate_state(1)[0]), errors="none", test_loss="none", throw=False)
+        if not r.ok:
+            continue
+        mk, ck = r.M[:, 0, 0] * math.sqrt(d), np.asarray(r.cosine, float)
+        sane = (np.abs(mk) < 1e3 * math.sqrt(d)) & np.isfinite(ck)
+        upto = int(np.argmin(sane)) if not sane.all() else steps + 1
+        m[k, :upto], cos[k, :upto] = mk[:upto], ck[:upto]
+    return m, cos
+
+
+def trajectory_summary(m: np.ndarray, cos: np.ndarray, times: tuple[int, ...],
+                       threshold: float = 0.5) -> dict[str, Any]:
+    """``P(escape ≤ t)`` with its binomial error, and the quartiles of ``|m_t|`` among the runs
+    not escaped by ``t``."""
+    above = np.nan_to_num(cos, nan=0.0) > threshold
+    first = np.where(above.any(axis=1), above.argmax(axis=1), 10**9)
+    out: dict[str, Any] = {"runs": int(m.shape[0]), "times": [], "p_escaped": [], "p_err": [],
+                           "survivor_quartiles": [], "survivors": []}
+    for t in times:
+        if t >= m.shape[1]:
+            break
+        p, e = _rate(int((first <= t).sum()), m.shape[0])
+        alive = (first > t) & np.isfinite(m[:, t]) & np.isfinite(cos[:, t])
+        q = np.percentile(np.abs(m[alive, t]), [25, 50, 75]).tolist() if alive.sum() >= 4 else None
+        out["times"].append(t)
+        out["p_escaped"].append(p)
+        out["p_err"].append(e)
+        out["survivor_quartiles"].append(q)
+        out["survivors"].append(int(alive.sum()))
+    return out
+
+
+# ---------------------------------------------------------------------------- report
+def report(res: dict[str, Any]) -> str:
+    lines = ["# Where theory and GD part ways: early and late escapes (issue 9)", "",
+             "Generated by `python validation/late_escape.py`. Forced theory curves from",
+             "`transition_vs_simulation.json` (16 draws per δ), GD from `gd_transition_counts.json`",
+             "(40 trials per δ, float32, cosine every 5 steps); same δ values, pooled; binomial",
+             "standard errors. Early: first passage above 1/2 at step ≤ cut; late: cut < step ≤ T.", ""]
+    sp = res.get("split")
+    if sp:
+        lines += ["| case, d | cut | GD early | theory early | GD late | theory late | GD trials "
+                  "| theory draws |", "|---|---|---|---|---|---|---|---|"]
+        for r in sp["rows"] + sp["pooled"]:
+            def f(k: str, r: dict[str, Any] = r) -> str:
+                return f"{r[k]:.3f} ± {r[k + '_err']:.3f}"
+            lines.append(f"| {r['key']} | {r['cut']} | {f('gd_early')} | {f('th_early')} | {f('gd_late')} | "
+                         f"{f('th_late')} | {r['gd_trials']} | {r['theory_draws']} |")
+        lines.append("")
+    for key, tr in res.get("trajectories", {}).items():
+        lines += [f"## Trajectories at {key}", "",
+                  f"GD {tr['gd']['runs']} trials ({tr['gd_seconds']:.0f} s), forced theory "
+                  f"{tr['theory']['runs']} draws ({tr['theory_seconds']:.0f} s), {tr['steps']} steps.", "",
+                  "| t | P(escaped) GD | P(escaped) theory | survivors' |m_t| quartiles, GD | theory |",
+                  "|---|---|---|---|---|"]
+        # recomputed from the stored trajectories, so --report follows REPORT_TIMES
+        g = trajectory_summary(np.asarray(tr["gd_m"], float), np.asarray(tr["gd_cos"], float), REPORT_TIMES)
+        h = trajectory_summary(np.asarray(tr["theory_m"], float), np.asarray(tr["theory_cos"], float),
+                               REPORT_TIMES)
+        for i, t in enumerate(g["times"]):
+            if i >= len(h["times"]):
+                break
+            q = lambda x: "–" if x is None else "/".join(f"{v:.1f}" for v in x)  # noqa: E731
+            lines.append(f"| {t} | {g['p_escaped'][i]:.3f} ± {g['p_err'][i]:.3f} | "
+                         f"{h['p_escaped'][i]:.3f} ± {h['p_err'][i]:.3f} | "
+                         f"{q(g['survivor_quartiles'][i])} ({g['survivors'][i]}) | "
+                         f"{q(h['survivor_quartiles'][i])} ({h['survivors'][i]}) |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--trajectories", default=None,
+                    help="CASE:D:DELTA, e.g. gelu_z2m1:1000:6.5 (a key of transition_vs_simulation.CASES)")
+    ap.add_argument("--gd-trials", type=int, default=200)
+    ap.add_argument("--draws", type=int, default=96)
+    ap.add_argument("--steps", type=int, default=200)
+    ap.add_argument("--paths", type=int, default=20_000)
+    ap.add_argument("--report", action="store_true", help="redraw the markdown from the JSON only")
+    ap.add_argument("--out-dir", default=str(OUT))
+    args = ap.parse_args(argv)
+    out = Path(args.out_dir)
+    js, md = out / "late_escape.json", out / "late_escape.md"
+    res: dict[str, Any] = json.loads(js.read_text()) if js.exists() else {}
+    for name in ("gd_trials", "draws", "steps", "paths"):
+        if getattr(args, name) < 1:
+            ap.exit(2, f"late_escape: --{name.replace('_', '-')} must be ≥ 1, got {getattr(args, name)}\n")
+    if not args.report:
+        tv, gc = OUT / "transition_vs_simulation.json", OUT / "gd_transition_counts.json"
+        if tv.exists() and gc.exists():
+            res["split"] = escape_split(json.loads(tv.read_text())["curves"],
+                                        json.loads(gc.read_text())["runs"])
+        if args.trajectories:
+            try:
+                name, d_s, delta_s = args.trajectories.split(":")
+                case, d, delta = CASES[name], int(d_s), float(delta_s)
+            except (ValueError, KeyError):
+                ap.exit(2, f"late_escape: --trajectories must be CASE:D:DELTA with CASE in {sorted(CASES)}, "
+                           f"got {args.trajectories!r}\n")
+            key = f"{name}|{d}|{delta:g}"
+            with threadpool_limits(1):
+                t0 = time.perf_counter()
+                gm, gcos = gd_trajectories(case, d, delta, args.gd_trials, args.steps)
+                tg = time.perf_counter() - t0
+                log(f"GD {args.gd_trials} trials: {tg:.0f} s")
+                t0 = time.perf_counter()
+                hm, hcos = theory_trajectories(case, d, delta, args.draws, args.steps, args.paths)
+                th = time.perf_counter() - t0
+                log(f"theory {args.draws} draws: {th:.0f} s")
+            res.setdefault("trajectories", {})[key] = {
+                "steps": args.steps, "paths": args.paths, "gd_seconds": tg, "theory_seconds": th,
+                "gd": trajectory_summary(gm, gcos, REPORT_TIMES),
+                "theory": trajectory_summary(hm, hcos, REPORT_TIMES),
+                "gd_m": gm, "gd_cos": gcos, "theory_m": hm, "theory_cos": hcos}
+        out.mkdir(parents=True, exist_ok=True)
+        js.write_text(json.dumps(jsonable(res)))
+    md.write_text(report(res))
+    print(report(res))
+    return res
+
+
+if __name__ == "__main__":
+    main()
