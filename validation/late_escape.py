@@ -259,7 +259,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 "steps": args.steps, "paths": args.paths, "gd_seconds": tg, "theory_seconds": th,
                 "gd": trajectory_summary(gm, gcos, REPORT_TIMES),
                 "theory": trajectory_summary(hm, hcos, REPORT_TIMES),
-                "gd_m": gm, "gd_cos": gcos, "theory_m": hm, "theory_cos": hcos}
+                # 4 decimals: the JSON stays small, the summaries do not move
+                "gd_m": gm.round(4), "gd_cos": gcos.round(4), "theory_m": hm.round(4),
+                "theory_cos": hcos.round(4)}
         out.mkdir(parents=True, exist_ok=True)
         js.write_text(json.dumps(jsonable(res)))
     md.write_text(report(res))
