@@ -210,7 +210,8 @@ def migrate(res: dict[str, Any]) -> None:
 
 
 def part_curves(res: dict[str, Any], only: str | None, draws: int, ds: list[int] | None,
-                constructions: list[str], n_paths: int | None = None, pps: float | None = None) -> None:
+                constructions: list[str], n_paths: int | None = None, pps: float | None = None,
+                workers: int = 1) -> None:
     res.setdefault("curves", {})
     for name, case in CASES.items():
         if only and name != only:
@@ -225,14 +226,15 @@ def part_curves(res: dict[str, Any], only: str | None, draws: int, ds: list[int]
                        + (f"@pps{pps:g}" if pps else ""))
                 if key in res["curves"]:
                     continue
-                run_curve(res, key, name, case, p, d, grid, cons, draws, n_paths, pps)
+                run_curve(res, key, name, case, p, d, grid, cons, draws, n_paths, pps, workers)
 
 
 def run_curve(res: dict[str, Any], key: str, name: str, case: dict[str, Any], p: Problem, d: int,
               grid: tuple[float, ...], cons: str, draws: int, n_paths: int | None = None,
-              pps: float | None = None) -> None:
+              pps: float | None = None, workers: int = 1) -> None:
     t0 = time.perf_counter()
     extra: dict[str, Any] = {"n_paths": n_paths} if n_paths else {}
+    extra["workers"] = workers  # processes for the draws; the result does not depend on it
     if pps:
         extra["paths_per_sample"] = pps
     c = transition(p, d, grid, settings=TransitionSettings(draws=draws, seed=1, construction=cons, **extra),
@@ -453,6 +455,8 @@ def main() -> None:
     ap.add_argument("--paths-per-sample", type=float, default=None,
                     help="kernel paths per sample n = δd (TransitionSettings.paths_per_sample: the law "
                          "of D at GD's sample size); keyed case|d|construction@ppsX")
+    ap.add_argument("--workers", type=int, default=1,
+                    help="processes for the theory draws (TransitionSettings.workers; default 1)")
     ap.add_argument("--var", action="store_true", help="also run the Var(m_t) part")
     ap.add_argument("--no-curves", action="store_true", help="skip the success curves")
     ap.add_argument("--gd-var", action="store_true", help="recompute the GD Var(m_t) numbers")
@@ -465,6 +469,8 @@ def main() -> None:
         ap.error(f"--only: unknown case {args.only!r}; choose from {list(CASES)}")
     if args.paths is not None and args.paths < 2:
         ap.error(f"--paths must be an integer >= 2, got {args.paths}")
+    if args.workers < 1:
+        ap.error(f"--workers must be an integer >= 1, got {args.workers}")
     if args.paths_per_sample is not None and not 0 < args.paths_per_sample <= 1000:
         ap.error(f"--paths-per-sample must be in (0, 1000], got {args.paths_per_sample}")
     cons = [c for c in args.constructions.split(",") if c]
@@ -479,7 +485,7 @@ def main() -> None:
     with threadpool_limits(1):
         if not args.no_curves:
             part_curves(res, args.only, args.draws, [int(x) for x in args.ds.split(",") if x], cons,
-                        args.paths, args.paths_per_sample)
+                        args.paths, args.paths_per_sample, args.workers)
         if args.var:
             part_var(res, args.gd_var)
     save(res)
