@@ -7,27 +7,19 @@ trajectory run checks what holds whatever the sample (m_0 of GD is √d w_0[0], 
 
 from __future__ import annotations
 
-import importlib.util
 import math
-import sys
+from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import numpy as np
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
 
-
-def _load() -> Any:
-    sys.path.insert(0, str(ROOT / "validation"))
-    spec = importlib.util.spec_from_file_location("late_escape", ROOT / "validation" / "late_escape.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-LE = _load()
+@pytest.fixture(scope="module")
+def le(load_validation: Callable[[str], ModuleType]) -> ModuleType:
+    return load_validation("late_escape")
 
 
 def _gd_run(points: dict[float, list[int | None]]) -> dict[str, Any]:
@@ -35,12 +27,12 @@ def _gd_run(points: dict[float, list[int | None]]) -> dict[str, Any]:
                        for k, v in points.items()}}
 
 
-def test_escape_split_counts_by_hand() -> None:
+def test_escape_split_counts_by_hand(le: ModuleType) -> None:
     # δ = 6: GD escapes at 15, 45, 100, never; theory at 10, 70, never, never (T = 80)
     # δ = 9 is GD-only and must not enter
     theory = {"c|500|forced": {"T": 80, "deltas": [6.0], "escape_steps": [[10, 70, -1, -1]]}}
     gd = {"c|500": _gd_run({6.0: [15, 45, 100, None], 9.0: [5, 5, 5, 5]})}
-    out = LE.escape_split(theory, gd, cuts=(30,))
+    out = le.escape_split(theory, gd, cuts=(30,))
     (row,) = out["rows"]
     assert row["gd_trials"] == 4 and row["theory_draws"] == 4
     assert row["gd_early"] == 0.25 and row["gd_late"] == 0.25  # 45 is late, 100 > T is none
@@ -49,14 +41,14 @@ def test_escape_split_counts_by_hand() -> None:
     assert out["pooled"][0]["gd_trials"] == 4
 
 
-def test_trajectory_summary_by_hand() -> None:
+def test_trajectory_summary_by_hand(le: ModuleType) -> None:
     cos = np.array([[0.1, 0.6, 0.2],   # escapes at 1 (and falls back: still escaped)
                     [0.1, 0.2, 0.7],   # escapes at 2
                     [0.1, 0.2, 0.3],
                     [0.1, 0.1, 0.1],
                     [0.1, 0.2, np.nan]])  # failed at 2: not escaped, not a survivor at 2
     m = np.arange(15, dtype=float).reshape(5, 3)
-    s = LE.trajectory_summary(m, cos, (0, 1, 2, 5))
+    s = le.trajectory_summary(m, cos, (0, 1, 2, 5))
     assert s["times"] == [0, 1, 2]  # 5 is past the end
     assert s["p_escaped"] == [0.0, 0.2, 0.4]
     assert s["survivors"] == [5, 4, 2]
@@ -64,21 +56,21 @@ def test_trajectory_summary_by_hand() -> None:
     assert s["survivor_quartiles"][2] is None  # fewer than 4 survivors
 
 
-def test_tiny_trajectories_and_bad_arguments(tmp_path: Path) -> None:
-    case = LE.CASES["gelu_z2m1"]
-    m, cos = LE.gd_trajectories(case, 50, 4.0, 3, 5)
+def test_tiny_trajectories_and_bad_arguments(le: ModuleType, tmp_path: Path) -> None:
+    case = le.CASES["gelu_z2m1"]
+    m, cos = le.gd_trajectories(case, 50, 4.0, 3, 5)
     assert m.shape == cos.shape == (3, 6)
     assert np.all((cos >= 0) & (cos <= 1))
     rng = np.random.default_rng(np.random.SeedSequence([21, 50, 4000]).spawn(3)[0])
     rng.standard_normal((200, 50), dtype=np.float32)
     w0 = rng.standard_normal(50) / math.sqrt(50)
     assert math.isclose(m[0, 0], math.sqrt(50) * w0[0])
-    res = LE.main(["--trajectories", "gelu_z2m1:60:5", "--gd-trials", "4", "--draws", "2",
+    res = le.main(["--trajectories", "gelu_z2m1:60:5", "--gd-trials", "4", "--draws", "2",
                    "--steps", "4", "--paths", "400", "--out-dir", str(tmp_path)])
     tr = res["trajectories"]["gelu_z2m1|60|5"]
     assert tr["gd"]["runs"] == 4 and tr["theory"]["runs"] == 2
     assert (tmp_path / "late_escape.md").exists()
     for bad in (["--trajectories", "nope:1:2"], ["--trajectories", "gelu_z2m1:x"], ["--draws", "0"]):
         with pytest.raises(SystemExit) as e:
-            LE.main([*bad, "--out-dir", str(tmp_path)])
+            le.main([*bad, "--out-dir", str(tmp_path)])
         assert e.value.code == 2

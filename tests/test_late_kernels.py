@@ -8,28 +8,18 @@ quadrature (the reference; numpy's ``hermegauss`` nodes) within their Monte Carl
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
-import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from types import ModuleType
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
 
-
-def _load() -> Any:
-    sys.path.insert(0, str(ROOT / "validation"))
-    spec = importlib.util.spec_from_file_location("late_kernels", ROOT / "validation" / "late_kernels.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-def test_quick_run_matches_quadrature_at_t0_and_caches(tmp_path: Path) -> None:
-    lk = _load()
+def test_quick_run_matches_quadrature_at_t0_and_caches(tmp_path: Path,
+                                                       load_validation: Callable[[str], ModuleType]) -> None:
+    lk = load_validation("late_kernels")
     res = lk.main(["--quick", "--out-dir", str(tmp_path)])
     e = res["gelu_z2m1"]
     assert e["times"][0] == 0
