@@ -61,10 +61,15 @@ def test_tiny_trajectories_and_bad_arguments(le: ModuleType, tmp_path: Path) -> 
     m, cos = le.gd_trajectories(case, 50, 4.0, 3, 5)
     assert m.shape == cos.shape == (3, 6)
     assert np.all((cos >= 0) & (cos <= 1))
-    rng = np.random.default_rng(np.random.SeedSequence([21, 50, 4000]).spawn(3)[0])
-    rng.standard_normal((200, 50), dtype=np.float32)
-    w0 = rng.standard_normal(50) / math.sqrt(50)
-    assert math.isclose(m[0, 0], math.sqrt(50) * w0[0])
+    # the theory trajectories are the transition's own draws: same first passage
+    from dmftsolve.thresholds.finite_d_transition import TransitionSettings, success_probability
+
+    p = le.problem_of(case, 40)
+    sp = success_probability(p, 12.0, 60, settings=TransitionSettings(draws=3, seed=1, n_paths=400))
+    hm, hcos = le.theory_trajectories(case, 60, 12.0, 3, 40, paths=400, seed=1)
+    first = [int(np.argmax(c > 0.5)) if np.any(c > 0.5) else -1 for c in np.nan_to_num(hcos)]
+    assert first == sp.escape_step.tolist()
+    assert np.allclose(hm[:, 0], sp.m0)
     res = le.main(["--trajectories", "gelu_z2m1:60:5", "--gd-trials", "4", "--draws", "2",
                    "--steps", "4", "--paths", "400", "--out-dir", str(tmp_path)])
     tr = res["trajectories"]["gelu_z2m1|60|5"]

@@ -18,7 +18,8 @@ Two parts, written to ``validation/results/late_escape.{md,json}``:
 
 Run: ``python validation/late_escape.py`` (split only),
 ``python validation/late_escape.py --trajectories gelu_z2m1:1000:6.5 --gd-trials 200
---draws 96 --steps 200`` (about 15 min on one core), ``--report`` redraws from the JSON.
+--draws 96 --steps 200``; ``--report`` redraws from the JSON. GD runs on the library's
+simulator and the theory draws are those of ``dmftsolve transition`` (same starts and seeds).
 """
 
 from __future__ import annotations
@@ -32,15 +33,19 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from scipy.special import ndtri
 from threadpoolctl import threadpool_limits
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from transition_vs_simulation import CASES  # noqa: E402
 
 from dmftsolve import Problem  # noqa: E402
-from dmftsolve.dynamics.dmft import solve_dmft  # noqa: E402
 from dmftsolve.results import jsonable  # noqa: E402
+from dmftsolve.simulation.simulator import simulate  # noqa: E402
+from dmftsolve.thresholds.finite_d_transition import (  # noqa: E402
+    TransitionSettings,
+    solve_draw,
+    stratified_starts,
+)
 
 OUT = Path(__file__).resolve().parent / "results"
 CUTS = (30, 60)
@@ -103,52 +108,29 @@ def problem_of(case: dict[str, Any], steps: int) -> Problem:
 
 def gd_trajectories(case: dict[str, Any], d: int, delta: float, trials: int, steps: int,
                     seed: int = 21) -> tuple[np.ndarray, np.ndarray]:
-    """``(√d M_t, cosine_t)``, each ``(trials, steps + 1)``: full-batch GD on float32 data,
-    random start ``w_0 ~ N(0, I/d)`` (``q0 = 1``), ``θ* = e_1``, every step recorded."""
-    p = problem_of(case, steps)
-    eta = case["eta"]
-    n = int(round(delta * d))
-    m = np.zeros((trials, steps + 1))
-    cos = np.zeros((trials, steps + 1))
+    """``(√d M_t, cosine_t)``, each ``(trials, steps + 1)``: the library's simulator
+    (:func:`~dmftsolve.simulation.simulator.simulate`: full-batch GD, float32 data, random
+    start ``q0 = 1``, ``θ* = e_1``), every step recorded."""
     root = np.random.SeedSequence([seed, d, int(round(1000 * delta))])
-    for j, ss in enumerate(root.spawn(trials)):
-        rng = np.random.default_rng(ss)
-        X = rng.standard_normal((n, d), dtype=np.float32)
-        y = np.asarray(p.labels(X[:, :1].astype(np.float64), np.zeros(n)), float)
-        w = rng.standard_normal(d) / math.sqrt(d)
-        for t in range(steps + 1):
-            nrm = float(np.linalg.norm(w))
-            m[j, t] = math.sqrt(d) * w[0]
-            cos[j, t] = abs(w[0]) / nrm
-            if t == steps:
-                break
-            V = (X @ w.astype(np.float32)).astype(np.float64)
-            g = p.grad(y, V[:, None])[:, 0]
-            w = w - (eta / n) * (X.T @ g.astype(np.float32)).astype(np.float64)
-    return m, cos
+    r = simulate(problem_of(case, steps), d, delta, seed=root, trials=trials, dtype=np.float32, n_test=2)
+    return math.sqrt(d) * r.overlaps[:, :, 0, 0], np.asarray(r.cosine, float)
 
 
 def theory_trajectories(case: dict[str, Any], d: int, delta: float, draws: int, steps: int,
                         paths: int = 20_000, seed: int = 1) -> tuple[np.ndarray, np.ndarray]:
-    """``(√d M_t, cosine_t)`` of the forced DMFT, ``(draws, steps + 1)``, NaN after a failure
-    or blow-up; ``m_0`` stratified as in
-    :func:`~dmftsolve.thresholds.finite_d_transition.success_probability`."""
-    p0 = problem_of(case, steps)
-    q0 = float(p0.training.init.q0)
-    n = int(round(delta * d))
-    rng = np.random.default_rng([seed, int(round(1000 * delta)), d])
-    m0 = math.sqrt(q0) * ndtri((np.arange(draws) + rng.random(draws)) / draws)
+    """``(√d M_t, cosine_t)`` of the forced DMFT, ``(draws, steps + 1)``: the draws of
+    :func:`~dmftsolve.thresholds.finite_d_transition.success_probability` (same starts and
+    seeds, :func:`~dmftsolve.thresholds.finite_d_transition.solve_draw`); NaN after a failure
+    or blow-up."""
+    p = problem_of(case, steps)
+    s = TransitionSettings(draws=draws, seed=seed, n_paths=paths)
     m = np.full((draws, steps + 1), np.nan)
     cos = np.full((draws, steps + 1), np.nan)
-    for k, x in enumerate(m0):
-        p = p0.replace(M0=[[float(x) / math.sqrt(d)]], Q0=[[q0]], hold_zero=[])
-        ss = np.random.SeedSequence([seed, int(round(1000 * delta)), d, k])
-        r = solve_dmft(p, delta, n_paths=paths, reflect=(0,), force_samples=n,
-                       seed=int(ss.generate_state(1)[0]), errors="none", test_loss="none", throw=False)
-        if not r.ok:
-            continue
+    for k, x in enumerate(stratified_starts(p, delta, d, s)):
+        r = solve_draw(p, delta, d, k, float(x), s, steps)
         mk, ck = r.M[:, 0, 0] * math.sqrt(d), np.asarray(r.cosine, float)
-        sane = (np.abs(mk) < 1e3 * math.sqrt(d)) & np.isfinite(ck)
+        with np.errstate(invalid="ignore"):
+            sane = (np.abs(mk) < 1e3 * math.sqrt(d)) & np.isfinite(ck)
         upto = int(np.argmin(sane)) if not sane.all() else steps + 1
         m[k, :upto], cos[k, :upto] = mk[:upto], ck[:upto]
     return m, cos

@@ -57,7 +57,10 @@ def problem_of(name: str, steps: int) -> Problem:
 
 def gd_restricted(name: str, d: int, delta: float, trials: int, times: tuple[int, ...],
                   seed: int = 31) -> tuple[np.ndarray, np.ndarray]:
-    """``(Q, RQ)``, each ``(trials, len(times))``, of projected GD (``w[0] = 0``)."""
+    """``(Q, RQ)``, each ``(trials, len(times))``, of projected GD (``w[0] = 0``).
+
+    Its own loop rather than :func:`~dmftsolve.simulation.simulator.simulate`: ``RQ`` needs the
+    per-sample ``D_i^t`` and ``z_i`` at the recorded steps, which the simulator does not return."""
     T = max(times)
     p = problem_of(name, T)
     eta = CASES[name]["eta"]

@@ -180,9 +180,19 @@ def _draw_seed(seed: int, delta: float, d: int, k: int) -> int:
     return int(ss.generate_state(1, dtype=np.uint64)[0] % (2**63))
 
 
-def _draw(problem: Problem, delta: float, d: int, k: int, m0: float,
-          s: TransitionSettings, T: int) -> tuple[float, int, bool, str]:
-    """One DMFT draw: ``(last sane cosine, escape step or −1, diverged, failure message)``."""
+def stratified_starts(problem: Problem, delta: float, d: int, s: TransitionSettings) -> np.ndarray:
+    """The draws' initial ``√d M_0``: ``√q0 Φ⁻¹((k + U_k)/K)``, ``k < K = s.draws``, seeded by
+    ``(s.seed, δ, d)`` (stratified, so the binomial error of ``p`` is an upper bound)."""
+    q0 = float(problem.training.init.q0)
+    rng = np.random.default_rng([s.seed, int(round(1000 * delta)), d])
+    return math.sqrt(q0) * ndtri((np.arange(s.draws) + rng.random(s.draws)) / s.draws)
+
+
+def solve_draw(problem: Problem, delta: float, d: int, k: int, m0: float,
+               s: TransitionSettings, T: int) -> Any:
+    """The DMFT solve of draw ``k`` (start ``√d M_0 = m0``, ``s.construction``), as
+    :func:`success_probability` runs it: a :class:`~dmftsolve.dynamics.dmft.DMFTResult`
+    (``throw=False``; check ``.ok``)."""
     from dmftsolve.dynamics.dmft import solve_dmft
 
     q0 = float(problem.training.init.q0)
@@ -196,8 +206,14 @@ def _draw(problem: Problem, delta: float, d: int, k: int, m0: float,
         "quenched": {"n_paths": 2 * s.copies * n, "reflect": (0,), "antithetic": False,
                      "n_batches": 2, "force_samples": n, "quenched_labels": True},
     }[s.construction]
-    r = solve_dmft(p, delta, seed=_draw_seed(s.seed, delta, d, k), errors="none",
-                   test_loss="none", throw=False, **kw)
+    return solve_dmft(p, delta, seed=_draw_seed(s.seed, delta, d, k), errors="none",
+                      test_loss="none", throw=False, **kw)
+
+
+def _draw(problem: Problem, delta: float, d: int, k: int, m0: float,
+          s: TransitionSettings, T: int) -> tuple[float, int, bool, str]:
+    """One DMFT draw: ``(last sane cosine, escape step or −1, diverged, failure message)``."""
+    r = solve_draw(problem, delta, d, k, m0, s, T)
     # first passage, before any blow-up of the N-path solve (its Stein kernels can
     # diverge long after the escape, e.g. M ~ 1e62 at t ~ 300 with N = 4250 paths). A solve
     # that stopped on non-finite kernels (NaN from there on) counts if it escaped before.
@@ -249,10 +265,8 @@ def success_probability(problem: Problem, delta: float, d: int, *,
     if not isinstance(s, TransitionSettings):
         raise ValueError(f"settings must be a TransitionSettings, got {settings!r}")
     T = problem.training.steps if s.steps is None else s.steps
-    q0 = float(problem.training.init.q0)
     K = s.draws
-    rng = np.random.default_rng([s.seed, int(round(1000 * delta)), d])
-    m0 = math.sqrt(q0) * ndtri((np.arange(K) + rng.random(K)) / K)
+    m0 = stratified_starts(problem, delta, d, s)
     n = int(round(delta * d))
     if executor is None:
         outs = [_draw(problem, delta, d, k, float(m0[k]), s, T) for k in range(K)]
