@@ -96,6 +96,8 @@ RUNS: dict[int, dict[str, Any]] = {
     13: {"case": "quad_z2", "d": 1000, "deltas": (4, 5, 6, 7, 8), "trials": 40},
     14: {"case": "gelu_min3", "d": 2000, "deltas": (9, 10, 11, 12), "trials": 40},
     15: {"case": "gelu_z2", "d": 2000, "deltas": (10, 11, 12, 13), "trials": 40},
+    16: {"case": "gelu_min3", "d": 4000, "deltas": (10.5, 11.5, 12.5), "trials": None},
+    17: {"case": "gelu_z2", "d": 4000, "deltas": (11, 12, 13), "trials": None},
 }
 QUICK_RUNS: dict[int, dict[str, Any]] = {
     1: {"case": "gelu_z2m1", "d": 60, "deltas": (3, 12), "trials": 2},
@@ -108,6 +110,7 @@ ROOT_SEEDS: dict[str, int] = {
     "gelu_z2m1|4000": 9_104_000, "quad_z2m1|500": 9_500_500, "quad_z2|500": 9_400_500,
     "gelu_min3|500": 9_300_500, "gelu_z2|1000": 9_201_000, "quad_z2m1|1000": 9_501_000,
     "quad_z2|1000": 9_401_000, "gelu_min3|2000": 9_302_000, "gelu_z2|2000": 9_202_000,
+    "gelu_min3|4000": 9_304_000, "gelu_z2|4000": 9_204_000,
 }
 
 
