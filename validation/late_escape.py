@@ -43,6 +43,7 @@ from dmftsolve.results import jsonable  # noqa: E402
 from dmftsolve.simulation.simulator import simulate  # noqa: E402
 from dmftsolve.thresholds.finite_d_transition import (  # noqa: E402
     TransitionSettings,
+    sane_steps,
     solve_draw,
     stratified_starts,
 )
@@ -128,11 +129,9 @@ def theory_trajectories(case: dict[str, Any], d: int, delta: float, draws: int, 
     cos = np.full((draws, steps + 1), np.nan)
     for k, x in enumerate(stratified_starts(p, delta, d, s)):
         r = solve_draw(p, delta, d, k, float(x), s, steps)
-        mk, ck = r.M[:, 0, 0] * math.sqrt(d), np.asarray(r.cosine, float)
-        with np.errstate(invalid="ignore"):
-            sane = (np.abs(mk) < 1e3 * math.sqrt(d)) & np.isfinite(ck)
-        upto = int(np.argmin(sane)) if not sane.all() else steps + 1
-        m[k, :upto], cos[k, :upto] = mk[:upto], ck[:upto]
+        upto = sane_steps(r)
+        m[k, :upto] = r.M[:upto, 0, 0] * math.sqrt(d)
+        cos[k, :upto] = np.asarray(r.cosine, float)[:upto]
     return m, cos
 
 

@@ -210,23 +210,30 @@ def solve_draw(problem: Problem, delta: float, d: int, k: int, m0: float,
                       test_loss="none", throw=False, **kw)
 
 
+def sane_steps(r: Any) -> int:
+    """Number of leading steps of a draw's solve ``r`` (from :func:`solve_draw`) before any
+    blow-up: finite cosine, ``|M| < 1e3`` and ``Q < 1e3``. The N-path Stein kernels can diverge
+    long after the escape (e.g. ``M ~ 1e62`` at t ~ 300 with N = 4250 paths), and a solve that
+    stopped on non-finite kernels is NaN from there on."""
+    cosine = np.asarray(r.cosine, dtype=float)
+    with np.errstate(invalid="ignore"):
+        sane = np.isfinite(cosine) & (np.abs(r.M[:, 0, 0]) < 1e3) & (r.q_diag[:, 0, 0] < 1e3)
+    return int(np.argmin(sane)) if not sane.all() else sane.size
+
+
 def _draw(problem: Problem, delta: float, d: int, k: int, m0: float,
           s: TransitionSettings, T: int) -> tuple[float, int, bool, str]:
     """One DMFT draw: ``(last sane cosine, escape step or −1, diverged, failure message)``."""
     r = solve_draw(problem, delta, d, k, m0, s, T)
-    # first passage, before any blow-up of the N-path solve (its Stein kernels can
-    # diverge long after the escape, e.g. M ~ 1e62 at t ~ 300 with N = 4250 paths). A solve
-    # that stopped on non-finite kernels (NaN from there on) counts if it escaped before.
+    # first passage, before any blow-up (:func:`sane_steps`); a solve that stopped on
+    # non-finite kernels counts if it escaped before.
     cosine = np.asarray(r.cosine, dtype=float)
-    with np.errstate(invalid="ignore"):
-        sane = np.isfinite(cosine) & (np.abs(r.M[:, 0, 0]) < 1e3) & (r.q_diag[:, 0, 0] < 1e3)
-    bad = np.nonzero(~sane)[0]
-    upto = int(bad[0]) if bad.size else T + 1
+    upto = sane_steps(r)
     above = np.nonzero(cosine[:upto] > s.success_cosine)[0]
     if not r.ok and not above.size:
         return math.nan, -1, False, f"draw {k}: {r.message}"
     last = float(cosine[upto - 1]) if upto > 0 else math.nan
-    return last, int(above[0]) if above.size else -1, bool(bad.size > 0), ""
+    return last, int(above[0]) if above.size else -1, upto < cosine.size, ""
 
 
 def success_probability(problem: Problem, delta: float, d: int, *,
