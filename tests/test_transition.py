@@ -118,6 +118,8 @@ def test_inputs_are_validated() -> None:
     for bad in (0, -1.0, True, "2n"):
         with pytest.raises(ValueError, match="paths_per_sample must be a number in"):
             TransitionSettings(paths_per_sample=bad)
+    with pytest.raises(ValueError, match="force_weights must be 'poisson' or 'paired', got 'flat'"):
+        TransitionSettings(force_weights="flat")
     with pytest.raises(ValueError, match="d must be"):
         success_probability(CENTRED, 6.0, 1)
     with pytest.raises(ValueError, match="deltas"):
@@ -219,3 +221,37 @@ def test_workers_do_not_change_the_result() -> None:
         np.testing.assert_array_equal(pa.escape_step, pb.escape_step)
         np.testing.assert_array_equal(pa.final_cosine, pb.final_cosine)
     assert b.settings["workers"] == 2
+
+
+def test_curvature_excess_counts_the_paths_noise() -> None:
+    """``curvature_excess``: the paths' share ``2n/N`` of the curvature noise with Poisson weights,
+    ``max(2n/N − 1, 0)`` with paired ones (closed forms of ``DMFTSettings.force_weights``), N
+    from ``n_paths`` or ``paths_per_sample``; NaN without a force."""
+    from dmftsolve.thresholds.finite_d_transition import curvature_excess, kernel_paths
+
+    assert curvature_excess(TransitionSettings(n_paths=20_000), 30_000) == pytest.approx(3.0)
+    assert curvature_excess(TransitionSettings(n_paths=20_000, force_weights="paired"), 30_000) == \
+        pytest.approx(2.0)
+    s2 = TransitionSettings(paths_per_sample=2, force_weights="paired")
+    assert kernel_paths(s2, 30_000) == 60_000 and curvature_excess(s2, 30_000) == 0.0
+    assert curvature_excess(TransitionSettings(paths_per_sample=2), 30_000) == pytest.approx(1.0)
+    assert math.isnan(curvature_excess(TransitionSettings(construction="initial"), 30_000))
+
+
+def test_cli_transition_paired_weights(capsys: pytest.CaptureFixture[str]) -> None:
+    """``--force-weights paired --paths-per-sample 2``: recorded in the settings, the excess
+    reported as 0 per point, P = 0 far below and 1 far above the transition (d = 200)."""
+    import json
+
+    from dmftsolve.cli import main
+
+    code = main(["transition", "--d", "200", "--delta", "2,20", "--draws", "2", "--steps", "120",
+                 "--paths-per-sample", "2", "--force-weights", "paired", "--json"])
+    out = json.loads(capsys.readouterr().out)["result"]
+    assert code == 0
+    assert out["settings"]["force_weights"] == "paired" and out["settings"]["paths_per_sample"] == 2
+    assert [p["successes"] for p in out["points"]] == [0, 2]
+    assert [p["diagnostics"]["curvature_excess"] for p in out["points"]] == [0.0, 0.0]
+    assert [p["diagnostics"]["kernel_paths"] for p in out["points"]] == [800, 8000]
+    assert main(["transition", "--force-weights", "flat"]) == 2
+    assert "invalid choice: 'flat'" in capsys.readouterr().err

@@ -69,11 +69,12 @@ CASES: dict[str, dict[str, Any]] = {
                            "finite_n": {1000: (7, 8.5, 10, 11.5, 13)}}},
     "quad_z2": {"target": "z**2", "activation": "quad", "eta": 0.1, "T": 600, "gd_T": 2000,
                 "variant": "Q0",
-                "grid": {"forced": {500: (4, 5, 6, 7, 8), 1000: (4, 5, 6, 7, 8)},
+                "grid": {"forced": {500: (4, 5, 6, 7, 8), 1000: (4, 5, 6, 7, 8), 2000: (5, 6, 7, 8)},
                          "finite_n": {500: (3, 4, 5, 6, 8)}}},
     "quad_z2m1": {"target": "z**2 - 1", "activation": "quad", "eta": 0.1, "T": 600, "gd_T": 2000,
                   "variant": "Q4",
-                  "grid": {"forced": {d: (3, 3.6, 4.2, 5, 6) for d in (500, 1000)},
+                  "grid": {"forced": {500: (3, 3.6, 4.2, 5, 6), 1000: (3, 3.6, 4.2, 5, 6),
+                                      2000: (3.6, 4.2, 5, 6)},
                            "finite_n": {500: (3, 3.6, 4.2, 5, 6)}}},
 }
 CONSTRUCTIONS = ("forced", "quenched", "finite_n", "initial")
@@ -211,7 +212,7 @@ def migrate(res: dict[str, Any]) -> None:
 
 def part_curves(res: dict[str, Any], only: str | None, draws: int, ds: list[int] | None,
                 constructions: list[str], n_paths: int | None = None, pps: float | None = None,
-                workers: int = 1) -> None:
+                workers: int = 1, force_weights: str = "poisson") -> None:
     res.setdefault("curves", {})
     for name, case in CASES.items():
         if only and name != only:
@@ -223,17 +224,20 @@ def part_curves(res: dict[str, Any], only: str | None, draws: int, ds: list[int]
                 if ds and d not in ds:
                     continue
                 key = (f"{name}|{d}|{cons}" + (f"@{n_paths}" if n_paths else "")
-                       + (f"@pps{pps:g}" if pps else ""))
+                       + (f"@pps{pps:g}" if pps else "")
+                       + ("@paired" if force_weights == "paired" else ""))
                 if key in res["curves"]:
                     continue
-                run_curve(res, key, name, case, p, d, grid, cons, draws, n_paths, pps, workers)
+                run_curve(res, key, name, case, p, d, grid, cons, draws, n_paths, pps, workers,
+                          force_weights)
 
 
 def run_curve(res: dict[str, Any], key: str, name: str, case: dict[str, Any], p: Problem, d: int,
               grid: tuple[float, ...], cons: str, draws: int, n_paths: int | None = None,
-              pps: float | None = None, workers: int = 1) -> None:
+              pps: float | None = None, workers: int = 1, force_weights: str = "poisson") -> None:
     t0 = time.perf_counter()
     extra: dict[str, Any] = {"n_paths": n_paths} if n_paths else {}
+    extra["force_weights"] = force_weights
     extra["workers"] = workers  # processes for the draws; the result does not depend on it
     if pps:
         extra["paths_per_sample"] = pps
@@ -242,13 +246,14 @@ def run_curve(res: dict[str, Any], key: str, name: str, case: dict[str, Any], p:
     gd, fit = gd_fit(case, d)
     res["curves"][key] = {
         "case": name, "d": d, "construction": cons, "n_paths": n_paths, "paths_per_sample": pps,
-        "target": case["target"],
+        "force_weights": force_weights, "target": case["target"],
         "activation": case["activation"],
         "eta": case["eta"], "T": case["T"], "gd_T": case["gd_T"], "deltas": c.deltas, "p": c.p,
         "p_err": c.p_err, "successes": c.successes, "draws": c.draws, "delta_50": c.delta_50,
         "delta_50_err": c.delta_50_err, "width": c.width, "status": c.status.value,
         "escape_steps": [pt.escape_step for pt in c.points],
         "diverged": [pt.diagnostics["diverged_draws"] for pt in c.points],
+        "curvature_excess": [pt.diagnostics["curvature_excess"] for pt in c.points],
         "gd": gd, "gd_delta_50": fit[0], "gd_delta_50_err": fit[1],
         "seconds": time.perf_counter() - t0}
     print(f"[curve] {key}: theory δ_50 {c.delta_50:.2f} ± {c.delta_50_err:.2f}, "
@@ -277,7 +282,8 @@ def label(c: dict[str, Any]) -> str:
     """A curve's construction, with its kernel paths when not the default."""
     n, pps = c.get("n_paths"), c.get("paths_per_sample")
     return (c["construction"] + (f" ({n:.0e} paths)".replace("e+0", "e") if n else "")
-            + (f" ({pps:g} paths per sample)" if pps else ""))
+            + (f" ({pps:g} paths per sample)" if pps else "")
+            + (", paired weights" if c.get("force_weights") == "paired" else ""))
 
 
 def report(res: dict[str, Any]) -> None:
@@ -306,7 +312,7 @@ def report(res: dict[str, Any]) -> None:
         order = {c: i for i, c in enumerate(CONSTRUCTIONS)}
         for c in sorted(res["curves"].values(),
                         key=lambda c: (order[c["construction"]], c["case"], c["d"], c.get("n_paths") or 0,
-                                       c.get("paths_per_sample") or 0)):
+                                       c.get("paths_per_sample") or 0, c.get("force_weights") or "")):
             th, ge = c["delta_50"], c["gd_delta_50"]
             ok = "–"
             diff = "–"
@@ -395,7 +401,7 @@ def plot(res: dict[str, Any]) -> None:
     style = {"forced": "o-", "quenched": "^-", "finite_n": "v:", "initial": "x:"}
     for ax, (_key, cs) in zip(axes.ravel(), sorted(panels.items()), strict=False):
         for c in sorted(cs, key=lambda c: (CONSTRUCTIONS.index(c["construction"]), c.get("n_paths") or 0)):
-            variant = c.get("n_paths") or c.get("paths_per_sample")
+            variant = c.get("n_paths") or c.get("paths_per_sample") or c.get("force_weights") == "paired"
             ax.errorbar(c["deltas"], c["p"], c["p_err"], fmt="d-." if variant else style[c["construction"]],
                         capsize=2, ms=4,
                         label=f"{label(c)} {fmt(c['delta_50'], c['delta_50_err'])}")
@@ -424,7 +430,8 @@ def plot_front(res: dict[str, Any]) -> None:
 
     cs = sorted((c for c in res.get("curves", {}).values()
                  if c["case"] == "gelu_z2m1" and c["construction"] == "forced" and c.get("gd")
-                 and not c.get("n_paths") and not c.get("paths_per_sample")),
+                 and not c.get("n_paths") and not c.get("paths_per_sample")
+                 and c.get("force_weights", "poisson") == "poisson"),
                 key=lambda c: c["d"])
     if not cs:
         return
@@ -455,6 +462,9 @@ def main() -> None:
     ap.add_argument("--paths-per-sample", type=float, default=None,
                     help="kernel paths per sample n = δd (TransitionSettings.paths_per_sample: the law "
                          "of D at GD's sample size); keyed case|d|construction@ppsX")
+    ap.add_argument("--force-weights", choices=("poisson", "paired"), default="poisson",
+                    help="forced: the force's weights (TransitionSettings.force_weights); paired "
+                         "curves are keyed case|d|construction...@paired")
     ap.add_argument("--workers", type=int, default=1,
                     help="processes for the theory draws (TransitionSettings.workers; default 1)")
     ap.add_argument("--var", action="store_true", help="also run the Var(m_t) part")
@@ -485,7 +495,7 @@ def main() -> None:
     with threadpool_limits(1):
         if not args.no_curves:
             part_curves(res, args.only, args.draws, [int(x) for x in args.ds.split(",") if x], cons,
-                        args.paths, args.paths_per_sample, args.workers)
+                        args.paths, args.paths_per_sample, args.workers, args.force_weights)
         if args.var:
             part_var(res, args.gd_var)
     save(res)

@@ -43,10 +43,18 @@ samples, kernels over copies of them), "finite_n" (N = n unpaired paths, kernels
 included: wider curves), "initial" (the random initial overlap only: the difference
 shows what the O(1/sqrt(d)) finite-n effects contribute).
 
+The paths' own noise: the reflection pairs cancel it in the force, but not in the
+curvature along the target, whose quenched noise per draw then has variance
+1/n + 2/N against GD's 1/n (N kernel paths, n = delta*d samples). At large d, where
+n exceeds N, this extra disorder widens the predicted curve; --paths-per-sample 2
+--force-weights paired removes it (the JSON's per-point diagnostics give the excess
+as curvature_excess), at a cost that then grows with n.
+
 Cost: one DMFT run of T steps with --paths paths per draw, independent of d for
-"forced": measured about 6 s per draw with 2e4 paths, T = 400 (GeLU, one core), so
-the default (6 deltas x 16 draws) takes about 10 CPU-minutes at any d, spread over
---workers processes; use --draws and --steps to trade accuracy for time.
+"forced" at fixed --paths: measured about 5-15 s per draw with 2e4 paths, T = 400
+(GeLU, one core, 5 s unloaded), so the default (6 deltas x 16 draws) takes about
+10-25 CPU-minutes, spread over --workers processes; the cost grows linearly with
+the number of paths. Use --draws and --steps to trade accuracy for time.
 
 Single neuron (m = 1) with one target direction (k = 1), label even in z, random
 start; no bias or ridge.
@@ -77,6 +85,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="how a draw carries GD's finite-n sources (see above; default: %(default)s)")
     g.add_argument("--paths", type=positive_int("--paths", 10**7), default=20_000,
                    help="kernel paths of the forced and initial constructions (default: %(default)s)")
+    g.add_argument("--paths-per-sample", type=float, default=None,
+                   help="forced / initial: use round(X * n) kernel paths at each delta (n = delta*d) "
+                        "instead of --paths, so the paths' own noise shrinks with GD's (default: off)")
+    g.add_argument("--force-weights", choices=("poisson", "paired"), default="poisson",
+                   help="forced: the bootstrap weights of the force; 'paired' removes the paths' "
+                        "excess noise in the curvature along the target when there are at least "
+                        "2n paths (see above; default: %(default)s)")
     g.add_argument("--workers", type=positive_int("--workers", 256), default=None,
                    help="processes for the draws (default: the CPUs this process may use)")
     g.add_argument("--plot", type=Path, default=None, help="write the curve to this image file")
@@ -120,8 +135,11 @@ def run(args: argparse.Namespace) -> int:
     workers = args.workers
     if workers is None:
         workers = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    if args.paths_per_sample is not None and not 0 < args.paths_per_sample <= 1000:
+        raise ValueError(f"--paths-per-sample must be in (0, 1000], got {args.paths_per_sample}")
     s = TransitionSettings(draws=args.draws, seed=args.seed, construction=args.construction,
-                           n_paths=args.paths, workers=workers)
+                           n_paths=args.paths, workers=workers, paths_per_sample=args.paths_per_sample,
+                           force_weights=args.force_weights)
     c = transition(problem, args.d, args.delta, settings=s, throw=False, progress=args.progress)
     sim_fit = None
     if sim is not None:

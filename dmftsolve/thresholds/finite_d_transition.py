@@ -97,6 +97,11 @@ class TransitionSettings:
     paths_per_sample : float, optional
         If given, the ``"forced"`` and ``"initial"`` kernels use ``round(paths_per_sample · n)``
         paths (``n = δd``) instead of ``n_paths``: the law of the paths at GD's sample size.
+    force_weights : {"poisson", "paired"}
+        ``"forced"``: the bootstrap weights of the force (``DMFTSettings.force_weights``).
+        ``"poisson"`` (default) gives the curvature along θ* the noise of the ``N`` paths on
+        top of GD's ``n`` samples (variance ``1/n + 2/N`` against ``1/n``); ``"paired"``
+        removes the excess when ``N ≥ 2n`` (use with ``paths_per_sample ≥ 2``).
     """
 
     steps: int | None = None
@@ -108,6 +113,7 @@ class TransitionSettings:
     copies: int = 2
     workers: int = 1
     paths_per_sample: float | None = None
+    force_weights: str = "poisson"
 
     def __post_init__(self) -> None:
         if self.steps is not None:
@@ -122,6 +128,8 @@ class TransitionSettings:
                                 or not 0 < pps <= 1000):
             raise ValueError(f"paths_per_sample must be a number in (0, 1000] or None, "
                              f"got {self.paths_per_sample!r}")
+        if self.force_weights not in ("poisson", "paired"):
+            raise ValueError(f"force_weights must be 'poisson' or 'paired', got {self.force_weights!r}")
         if self.construction not in _CONSTRUCTIONS:
             raise ValueError(f"construction must be one of {sorted(_CONSTRUCTIONS)}, "
                              f"got {self.construction!r}")
@@ -188,6 +196,22 @@ def stratified_starts(problem: Problem, delta: float, d: int, s: TransitionSetti
     return math.sqrt(q0) * ndtri((np.arange(s.draws) + rng.random(s.draws)) / s.draws)
 
 
+def kernel_paths(s: TransitionSettings, n: int) -> int:
+    """Kernel paths ``N`` of a ``"forced"`` / ``"initial"`` draw at sample size ``n``."""
+    return s.n_paths if s.paths_per_sample is None else max(40, int(round(s.paths_per_sample * n)))
+
+
+def curvature_excess(s: TransitionSettings, n: int) -> float:
+    """The kernel paths' excess noise in a ``"forced"`` draw's curvature along θ*, as a
+    fraction of GD's ``Var(c)/n`` (``DMFTSettings.force_weights``; the ``N/2`` reflection pairs
+    counted as independent): ``2n/N`` with Poisson weights (which add a further
+    ``E[c]²/n``), ``max(2n/N − 1, 0)`` with paired ones; NaN for the other constructions."""
+    if s.construction != "forced":
+        return math.nan
+    r = 2.0 * n / kernel_paths(s, n)
+    return r if s.force_weights == "poisson" else max(r - 1.0, 0.0)
+
+
 def solve_draw(problem: Problem, delta: float, d: int, k: int, m0: float,
                s: TransitionSettings, T: int) -> Any:
     """The DMFT solve of draw ``k`` (start ``√d M_0 = m0``, ``s.construction``), as
@@ -197,11 +221,11 @@ def solve_draw(problem: Problem, delta: float, d: int, k: int, m0: float,
 
     q0 = float(problem.training.init.q0)
     n = int(round(delta * d))
-    N = s.n_paths if s.paths_per_sample is None else max(40, int(round(s.paths_per_sample * n)))
+    N = kernel_paths(s, n)
     p = problem.replace(M0=[[m0 / math.sqrt(d)]], Q0=[[q0]], steps=T, hold_zero=[])
     kw: dict[str, Any] = {
         "finite_n": {"n_paths": n, "antithetic": False},
-        "forced": {"n_paths": N, "reflect": (0,), "force_samples": n},
+        "forced": {"n_paths": N, "reflect": (0,), "force_samples": n, "force_weights": s.force_weights},
         "initial": {"n_paths": N, "reflect": (0,)},
         "quenched": {"n_paths": 2 * s.copies * n, "reflect": (0,), "antithetic": False,
                      "n_batches": 2, "force_samples": n, "quenched_labels": True},
@@ -293,7 +317,8 @@ def success_probability(problem: Problem, delta: float, d: int, *,
         status=status, message=message,
         settings={**dataclasses.asdict(s), "steps": T, "problem": problem.to_dict(), "n": n},
         diagnostics={"construction": _CONSTRUCTIONS[s.construction], "failures": failures,
-                     "diverged_draws": diverged,
+                     "diverged_draws": diverged, "kernel_paths": kernel_paths(s, n),
+                     "curvature_excess": curvature_excess(s, n),
                      "criterion": "first passage of the cosine above success_cosine by step T "
                                   "(GD's escapes are permanent: no late escapes or relapses "
                                   "were seen in 4x longer runs)"},
