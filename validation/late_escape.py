@@ -118,13 +118,14 @@ def gd_trajectories(case: dict[str, Any], d: int, delta: float, trials: int, ste
 
 
 def theory_trajectories(case: dict[str, Any], d: int, delta: float, draws: int, steps: int,
-                        paths: int = 20_000, seed: int = 1) -> tuple[np.ndarray, np.ndarray]:
+                        paths: int = 20_000, seed: int = 1,
+                        force_weights: str = "poisson") -> tuple[np.ndarray, np.ndarray]:
     """``(√d M_t, cosine_t)`` of the forced DMFT, ``(draws, steps + 1)``: the draws of
     :func:`~dmftsolve.thresholds.finite_d_transition.success_probability` (same starts and
-    seeds, :func:`~dmftsolve.thresholds.finite_d_transition.solve_draw`); NaN after a failure
-    or blow-up."""
+    seeds, :func:`~dmftsolve.thresholds.finite_d_transition.solve_draw`; ``force_weights`` as
+    in ``TransitionSettings``); NaN after a failure or blow-up."""
     p = problem_of(case, steps)
-    s = TransitionSettings(draws=draws, seed=seed, n_paths=paths)
+    s = TransitionSettings(draws=draws, seed=seed, n_paths=paths, force_weights=force_weights)
     m = np.full((draws, steps + 1), np.nan)
     cos = np.full((draws, steps + 1), np.nan)
     for k, x in enumerate(stratified_starts(p, delta, d, s)):
@@ -176,7 +177,8 @@ def report(res: dict[str, Any]) -> str:
         lines.append("")
     for key, tr in res.get("trajectories", {}).items():
         lines += [f"## Trajectories at {key}", "",
-                  f"GD {tr['gd']['runs']} trials ({tr['gd_seconds']:.0f} s), forced theory "
+                  f"GD {tr['gd']['runs']} trials ({tr['gd_seconds']:.0f} s), forced theory"
+                  f"{' with paired force weights' if tr.get('force_weights') == 'paired' else ''} "
                   f"{tr['theory']['runs']} draws ({tr['theory_seconds']:.0f} s), {tr['steps']} steps.", "",
                   "| t | P(escaped) GD | P(escaped) theory | survivors' |m_t| quartiles, GD | theory |",
                   "|---|---|---|---|---|"]
@@ -205,6 +207,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--draws", type=int, default=96)
     ap.add_argument("--steps", type=int, default=200)
     ap.add_argument("--paths", type=int, default=20_000)
+    ap.add_argument("--force-weights", choices=("poisson", "paired"), default="poisson",
+                    help="the theory draws' force weights (TransitionSettings.force_weights); paired "
+                         "runs are keyed CASE|D|DELTA@paired and reuse the stored GD trajectories of "
+                         "CASE|D|DELTA when their steps and trials match")
     ap.add_argument("--report", action="store_true", help="redraw the markdown from the JSON only")
     ap.add_argument("--out-dir", default=str(OUT))
     args = ap.parse_args(argv)
@@ -226,18 +232,28 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             except (ValueError, KeyError):
                 ap.exit(2, f"late_escape: --trajectories must be CASE:D:DELTA with CASE in {sorted(CASES)}, "
                            f"got {args.trajectories!r}\n")
-            key = f"{name}|{d}|{delta:g}"
+            base = f"{name}|{d}|{delta:g}"
+            key = base + ("@paired" if args.force_weights == "paired" else "")
+            old = res.get("trajectories", {}).get(base)
             with threadpool_limits(1):
+                if (old is not None and old["steps"] == args.steps
+                        and np.asarray(old["gd_m"]).shape[0] == args.gd_trials):
+                    gm, gcos, tg = (np.asarray(old["gd_m"], float), np.asarray(old["gd_cos"], float),
+                                    old["gd_seconds"])
+                    log(f"GD {args.gd_trials} trials: reused from {base}")
+                else:
+                    t0 = time.perf_counter()
+                    gm, gcos = gd_trajectories(case, d, delta, args.gd_trials, args.steps)
+                    tg = time.perf_counter() - t0
+                    log(f"GD {args.gd_trials} trials: {tg:.0f} s")
                 t0 = time.perf_counter()
-                gm, gcos = gd_trajectories(case, d, delta, args.gd_trials, args.steps)
-                tg = time.perf_counter() - t0
-                log(f"GD {args.gd_trials} trials: {tg:.0f} s")
-                t0 = time.perf_counter()
-                hm, hcos = theory_trajectories(case, d, delta, args.draws, args.steps, args.paths)
+                hm, hcos = theory_trajectories(case, d, delta, args.draws, args.steps, args.paths,
+                                               force_weights=args.force_weights)
                 th = time.perf_counter() - t0
                 log(f"theory {args.draws} draws: {th:.0f} s")
             res.setdefault("trajectories", {})[key] = {
-                "steps": args.steps, "paths": args.paths, "gd_seconds": tg, "theory_seconds": th,
+                "steps": args.steps, "paths": args.paths, "force_weights": args.force_weights,
+                "gd_seconds": tg, "theory_seconds": th,
                 "gd": trajectory_summary(gm, gcos, REPORT_TIMES),
                 "theory": trajectory_summary(hm, hcos, REPORT_TIMES),
                 # 4 decimals: the JSON stays small, the summaries do not move
