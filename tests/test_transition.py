@@ -229,12 +229,15 @@ def test_curvature_excess_counts_the_paths_noise() -> None:
     from ``n_paths`` or ``paths_per_sample``; NaN without a force."""
     from dmftsolve.thresholds.finite_d_transition import curvature_excess, kernel_paths
 
-    assert curvature_excess(TransitionSettings(n_paths=20_000), 30_000) == pytest.approx(3.0)
+    assert curvature_excess(TransitionSettings(n_paths=20_000, force_weights="poisson"), 30_000) == \
+        pytest.approx(3.0)
     assert curvature_excess(TransitionSettings(n_paths=20_000, force_weights="paired"), 30_000) == \
         pytest.approx(2.0)
     s2 = TransitionSettings(paths_per_sample=2, force_weights="paired")
     assert kernel_paths(s2, 30_000) == 60_000 and curvature_excess(s2, 30_000) == 0.0
-    assert curvature_excess(TransitionSettings(paths_per_sample=2), 30_000) == pytest.approx(1.0)
+    assert curvature_excess(TransitionSettings(paths_per_sample=2, force_weights="poisson"), 30_000) == \
+        pytest.approx(1.0)
+    assert TransitionSettings().force_weights == "paired"  # the default since the d = 500–4000 tests
     assert math.isnan(curvature_excess(TransitionSettings(construction="initial"), 30_000))
 
 

@@ -119,13 +119,14 @@ def gd_trajectories(case: dict[str, Any], d: int, delta: float, trials: int, ste
 
 def theory_trajectories(case: dict[str, Any], d: int, delta: float, draws: int, steps: int,
                         paths: int = 20_000, seed: int = 1,
-                        force_weights: str = "poisson") -> tuple[np.ndarray, np.ndarray]:
+                        force_weights: str | None = None) -> tuple[np.ndarray, np.ndarray]:
     """``(√d M_t, cosine_t)`` of the forced DMFT, ``(draws, steps + 1)``: the draws of
     :func:`~dmftsolve.thresholds.finite_d_transition.success_probability` (same starts and
     seeds, :func:`~dmftsolve.thresholds.finite_d_transition.solve_draw`; ``force_weights`` as
-    in ``TransitionSettings``); NaN after a failure or blow-up."""
+    in ``TransitionSettings``, whose default None takes); NaN after a failure or blow-up."""
     p = problem_of(case, steps)
-    s = TransitionSettings(draws=draws, seed=seed, n_paths=paths, force_weights=force_weights)
+    fw = {} if force_weights is None else {"force_weights": force_weights}
+    s = TransitionSettings(draws=draws, seed=seed, n_paths=paths, **fw)
     m = np.full((draws, steps + 1), np.nan)
     cos = np.full((draws, steps + 1), np.nan)
     for k, x in enumerate(stratified_starts(p, delta, d, s)):
@@ -208,9 +209,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--steps", type=int, default=200)
     ap.add_argument("--paths", type=int, default=20_000)
     ap.add_argument("--force-weights", choices=("poisson", "paired"), default="poisson",
-                    help="the theory draws' force weights (TransitionSettings.force_weights); paired "
-                         "runs are keyed CASE|D|DELTA@paired and reuse the stored GD trajectories of "
-                         "CASE|D|DELTA when their steps and trials match")
+                    help="the theory draws' force weights (TransitionSettings.force_weights; default "
+                         "poisson, the weighting of the stored CASE|D|DELTA entries); paired runs are "
+                         "keyed CASE|D|DELTA@paired and reuse the stored GD trajectories of CASE|D|DELTA "
+                         "when their steps and trials match")
     ap.add_argument("--report", action="store_true", help="redraw the markdown from the JSON only")
     ap.add_argument("--out-dir", default=str(OUT))
     args = ap.parse_args(argv)

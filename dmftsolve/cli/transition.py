@@ -44,11 +44,12 @@ included: wider curves), "initial" (the random initial overlap only: the differe
 shows what the O(1/sqrt(d)) finite-n effects contribute).
 
 The paths' own noise: the reflection pairs cancel it in the force, but not in the
-curvature along the target, whose quenched noise per draw then has variance
-1/n + 2/N against GD's 1/n (N kernel paths, n = delta*d samples). At large d, where
-n exceeds N, this extra disorder widens the predicted curve; --paths-per-sample 2
---force-weights paired removes it (the JSON's per-point diagnostics give the excess
-as curvature_excess), at a cost that then grows with n.
+curvature along the target. With independent (--force-weights poisson) weights a
+draw's quenched curvature noise has variance about 1/n + 2/N against GD's 1/n (N
+kernel paths, n = delta*d samples); the default paired weights top the paths' own
+2/N up to exactly 1/n, which needs N >= 2n. Above that (large d), the excess
+2n/N - 1 remains and widens the curve: --paths-per-sample 2 removes it at a cost
+that grows with n (the JSON's per-point diagnostics give it as curvature_excess).
 
 Cost: one DMFT run of T steps with --paths paths per draw, independent of d for
 "forced" at fixed --paths: measured about 5-15 s per draw with 2e4 paths, T = 400
@@ -88,10 +89,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     g.add_argument("--paths-per-sample", type=float, default=None,
                    help="forced / initial: use round(X * n) kernel paths at each delta (n = delta*d) "
                         "instead of --paths, so the paths' own noise shrinks with GD's (default: off)")
-    g.add_argument("--force-weights", choices=("poisson", "paired"), default="poisson",
-                   help="forced: the bootstrap weights of the force; 'paired' removes the paths' "
-                        "excess noise in the curvature along the target when there are at least "
-                        "2n paths (see above; default: %(default)s)")
+    g.add_argument("--force-weights", choices=("paired", "poisson"), default="paired",
+                   help="forced: the weights of the force; 'paired' gives the curvature along the "
+                        "target GD's noise when there are at least 2n paths, 'poisson' adds the "
+                        "paths' own (see above; default: %(default)s)")
     g.add_argument("--workers", type=positive_int("--workers", 256), default=None,
                    help="processes for the draws (default: the CPUs this process may use)")
     g.add_argument("--plot", type=Path, default=None, help="write the curve to this image file")

@@ -97,11 +97,13 @@ class TransitionSettings:
     paths_per_sample : float, optional
         If given, the ``"forced"`` and ``"initial"`` kernels use ``round(paths_per_sample · n)``
         paths (``n = δd``) instead of ``n_paths``: the law of the paths at GD's sample size.
-    force_weights : {"poisson", "paired"}
-        ``"forced"``: the bootstrap weights of the force (``DMFTSettings.force_weights``).
-        ``"poisson"`` (default) gives the curvature along θ* the noise of the ``N`` paths on
-        top of GD's ``n`` samples (variance ``1/n + 2/N`` against ``1/n``); ``"paired"``
-        removes the excess when ``N ≥ 2n`` (use with ``paths_per_sample ≥ 2``).
+    force_weights : {"paired", "poisson"}
+        ``"forced"``: the weights of the force (``DMFTSettings.force_weights``). ``"paired"``
+        (default) gives the curvature along θ* GD's noise ``Var(c)/n`` when ``N ≥ 2n``
+        (beyond that, ``paths_per_sample=2`` keeps ``N = 2n``; :func:`curvature_excess`
+        says what is left); ``"poisson"`` (the default before; kept for the committed
+        comparisons) adds the paths' own ``2 Var(c)/N``. Measured in ``docs/findings.md``
+        ("paired force weights").
     """
 
     steps: int | None = None
@@ -113,7 +115,7 @@ class TransitionSettings:
     copies: int = 2
     workers: int = 1
     paths_per_sample: float | None = None
-    force_weights: str = "poisson"
+    force_weights: str = "paired"
 
     def __post_init__(self) -> None:
         if self.steps is not None:

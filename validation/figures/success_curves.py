@@ -162,7 +162,7 @@ def gd_probit(pts: list[dict[str, Any]]) -> dict[str, Any]:
 #: the transition's default construction, part of the cache key (a change of the library's
 #: default recomputes the theory curve instead of redrawing a stale one)
 THEORY_DEFAULTS = {k: v for k, v in dataclasses.asdict(TransitionSettings()).items()
-                   if k in ("construction", "n_paths", "paths_per_sample")}
+                   if k in ("construction", "n_paths", "paths_per_sample", "force_weights")}
 
 def theory_curve(case: dict[str, Any], steps: int, d: int, deltas: list[float], draws: int,
                  seed: int) -> dict[str, Any]:
