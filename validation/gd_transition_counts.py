@@ -98,6 +98,8 @@ RUNS: dict[int, dict[str, Any]] = {
     15: {"case": "gelu_z2", "d": 2000, "deltas": (10, 11, 12, 13), "trials": 40},
     16: {"case": "gelu_min3", "d": 4000, "deltas": (10.5, 11.5, 12.5), "trials": None},
     17: {"case": "gelu_z2", "d": 4000, "deltas": (11, 12, 13), "trials": None},
+    18: {"case": "quad_z2m1", "d": 2000, "deltas": (3.6, 4.2, 5, 6), "trials": 40},
+    19: {"case": "quad_z2", "d": 2000, "deltas": (5, 6, 7, 8), "trials": 40},
 }
 QUICK_RUNS: dict[int, dict[str, Any]] = {
     1: {"case": "gelu_z2m1", "d": 60, "deltas": (3, 12), "trials": 2},
@@ -111,6 +113,7 @@ ROOT_SEEDS: dict[str, int] = {
     "gelu_min3|500": 9_300_500, "gelu_z2|1000": 9_201_000, "quad_z2m1|1000": 9_501_000,
     "quad_z2|1000": 9_401_000, "gelu_min3|2000": 9_302_000, "gelu_z2|2000": 9_202_000,
     "gelu_min3|4000": 9_304_000, "gelu_z2|4000": 9_204_000,
+    "quad_z2m1|2000": 9_502_000, "quad_z2|2000": 9_402_000,
 }
 
 
