@@ -61,7 +61,7 @@ __all__ = ["TransitionSettings", "SuccessProbability", "TransitionCurve", "succe
 
 
 _CONSTRUCTIONS = {
-    "forced": "finite-n force on reflection-paired kernels (bootstrap weights of n = δd samples)",
+    "forced": "finite-n force on reflection-paired kernels (weights of n = δd samples; see force_weights)",
     "finite_n": "finite-n DMFT (N = n unpaired paths)",
     "initial": "initial overlap only (reflection-paired paths)",
     "quenched": "GD's gradient over n = δd quenched label samples, kernels over copies of them "
