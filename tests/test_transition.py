@@ -204,10 +204,14 @@ def test_cli_transition_json_records_the_construction(construction: str,
 
     code = main(["transition", "--d", "200", "--delta", "2,20", "--draws", "2", "--steps", "120",
                  "--paths", "2000", "--construction", construction, "--json"])
-    out = json.loads(capsys.readouterr().out)["result"]
+    captured = capsys.readouterr()
+    out = json.loads(captured.out)["result"]
     assert code == 0
     assert out["settings"]["construction"] == construction
     assert [p["successes"] for p in out["points"]] == [0, 2]
+    # forced at δ = 20: n = 4000 > N/2 = 1000, excess 2n/N − 1 = 3 (paired): warned, in the JSON too
+    assert len(out["warnings"]) == (construction == "forced")
+    assert ("warning: the kernel paths' own noise" in captured.err) == (construction == "forced")
     assert out["points"][0]["diagnostics"]["construction"].split()[0] in {"finite-n", "initial", "GD's"}
 
 
@@ -241,6 +245,26 @@ def test_curvature_excess_counts_the_paths_noise() -> None:
     assert math.isnan(curvature_excess(TransitionSettings(construction="initial"), 30_000))
 
 
+def test_curvature_warning_fires_when_the_paths_noise_exceeds_gds() -> None:
+    """``curvature_warning``: None while the worst ``curvature_excess`` over the grid is at most
+    ``CURVATURE_EXCESS_WARN`` = 1, else one line naming that δ, N, n and the remedy. Excesses
+    from the closed forms of ``test_curvature_excess_counts_the_paths_noise``."""
+    from dmftsolve.thresholds.finite_d_transition import CURVATURE_EXCESS_WARN, curvature_warning
+
+    assert CURVATURE_EXCESS_WARN == 1.0
+    paired = TransitionSettings(n_paths=20_000)
+    # d = 4000, δ = 7.5: n = 30000, 2n/N − 1 = 2 (the worst of the grid)
+    w = curvature_warning(paired, 4000, [6.0, 7.5, 7.0])
+    assert w is not None and "is 2 x GD's at delta = 7.5" in w and "N = 20000 paths, n = 30000" in w
+    assert "paths_per_sample=2" in w
+    assert curvature_warning(paired, 2000, [6.0, 9.0]) is None  # 2·18000/20000 − 1 = 0.8
+    assert curvature_warning(paired, 2000, [10.0]) is None  # exactly 1: not above
+    assert curvature_warning(TransitionSettings(paths_per_sample=2), 4000, [7.5]) is None
+    poisson = TransitionSettings(n_paths=20_000, force_weights="poisson")
+    assert "1.1 x GD's" in curvature_warning(poisson, 1000, [11.0])  # 2n/N = 1.1
+    assert curvature_warning(TransitionSettings(construction="initial"), 4000, [7.5]) is None
+
+
 def test_cli_transition_paired_weights(capsys: pytest.CaptureFixture[str]) -> None:
     """``--force-weights paired --paths-per-sample 2``: recorded in the settings, the excess
     reported as 0 per point, P = 0 far below and 1 far above the transition (d = 200)."""
@@ -256,5 +280,6 @@ def test_cli_transition_paired_weights(capsys: pytest.CaptureFixture[str]) -> No
     assert [p["successes"] for p in out["points"]] == [0, 2]
     assert [p["diagnostics"]["curvature_excess"] for p in out["points"]] == [0.0, 0.0]
     assert [p["diagnostics"]["kernel_paths"] for p in out["points"]] == [800, 8000]
+    assert out["warnings"] == []
     assert main(["transition", "--force-weights", "flat"]) == 2
     assert "invalid choice: 'flat'" in capsys.readouterr().err

@@ -214,6 +214,29 @@ def curvature_excess(s: TransitionSettings, n: int) -> float:
     return r if s.force_weights == "poisson" else max(r - 1.0, 0.0)
 
 
+#: :func:`curvature_excess` above which :func:`transition` warns: the paths' own noise in the
+#: curvature along θ* then exceeds GD's. Measured (docs/findings.md, "Paired force weights"):
+#: at d = 4000, removing an excess of 2.4–5.8 (N = 2·10⁴, Poisson weights) moved δ_50 by −0.4
+#: and −0.7, onto GD's; at d = 2000, removing 0.2–0.6 (paired, N = 2·10⁴) moved it by +0.06
+#: (errors ±0.12 and ±0.18 on the two, from the same seeds).
+CURVATURE_EXCESS_WARN = 1.0
+
+
+def curvature_warning(s: TransitionSettings, d: int, deltas: Sequence[float]) -> str | None:
+    """A warning when a ``"forced"`` draw's curvature along θ* carries more of the kernel
+    paths' own noise than GD's (:data:`CURVATURE_EXCESS_WARN`) at some δ of ``deltas``;
+    None otherwise. Names the δ, the paths and the remedy (``paths_per_sample=2``)."""
+    worst = max(((curvature_excess(s, int(round(x * d))), x) for x in deltas), default=(math.nan, 0.0))
+    ex, x = worst
+    if not ex > CURVATURE_EXCESS_WARN:  # NaN (not "forced") or small
+        return None
+    n = int(round(x * d))
+    return (f"the kernel paths' own noise in the curvature along theta* is {ex:.2g} x GD's at "
+            f"delta = {x:g} (N = {kernel_paths(s, n)} paths, n = {n} samples; {s.force_weights} "
+            f"weights): delta_50 may be too high; pass paths_per_sample=2 (--paths-per-sample 2) "
+            f"for N = 2n")
+
+
 def solve_draw(problem: Problem, delta: float, d: int, k: int, m0: float,
                s: TransitionSettings, T: int) -> Any:
     """The DMFT solve of draw ``k`` (start ``√d M_0 = m0``, ``s.construction``), as
@@ -427,8 +450,9 @@ def transition(problem: Problem, d: int, deltas: Sequence[float], *,
         status, message = Status.FAILED, f"{len(bad)} points had failed draws"
     elif not math.isfinite(mu):
         status, message = Status.NO_ROOT, "success rate is 0 or 1 at every δ: δ_50 outside the grid"
+    warning = curvature_warning(s, d, grid)
     res = TransitionCurve(
-        status=status, message=message,
+        status=status, message=message, warnings=() if warning is None else (warning,),
         settings={**dataclasses.asdict(s), "problem": problem.to_dict(), "d": d},
         diagnostics={"fit": "probit maximum likelihood, bootstrap se (probit_fit)"},
         elapsed=time.perf_counter() - t0, d=d, deltas=grid,
