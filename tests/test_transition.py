@@ -209,7 +209,7 @@ def test_cli_transition_json_records_the_construction(construction: str,
     assert code == 0
     assert out["settings"]["construction"] == construction
     assert [p["successes"] for p in out["points"]] == [0, 2]
-    # forced at δ = 20: n = 4000 > N/2 = 1000, excess 2n/N − 1 = 3 (paired): warned, in the JSON too
+    # forced at δ = 20: n = 4000 > N = 2000 paths, excess 2n/N − 1 = 3 (paired): warned, in the JSON too
     assert len(out["warnings"]) == (construction == "forced")
     assert ("warning: the kernel paths' own noise" in captured.err) == (construction == "forced")
     assert out["points"][0]["diagnostics"]["construction"].split()[0] in {"finite-n", "initial", "GD's"}
