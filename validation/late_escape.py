@@ -123,7 +123,7 @@ def theory_trajectories(case: dict[str, Any], d: int, delta: float, draws: int, 
     """``(√d M_t, cosine_t)`` of the forced DMFT, ``(draws, steps + 1)``: the draws of
     :func:`~dmftsolve.thresholds.finite_d_transition.success_probability` (same starts and
     seeds, :func:`~dmftsolve.thresholds.finite_d_transition.solve_draw`; ``force_weights`` as
-    in ``TransitionSettings``, whose default None takes); NaN after a failure or blow-up."""
+    in ``TransitionSettings``; None takes its default); NaN after a failure or blow-up."""
     p = problem_of(case, steps)
     fw = {} if force_weights is None else {"force_weights": force_weights}
     s = TransitionSettings(draws=draws, seed=seed, n_paths=paths, **fw)

@@ -50,7 +50,7 @@ draw's quenched curvature noise has variance about 1/n + 2/N against GD's 1/n (N
 kernel paths, n = delta*d samples); the default paired weights top the paths' own
 2/N up to exactly 1/n, which needs N >= 2n. Above that (large d), the excess
 2n/N - 1 remains (the JSON's per-point diagnostics give it as curvature_excess);
-at d = 4000 an excess of 2.4-5.8 put delta_50 0.4-0.7 above GD's. A warning is
+at d = 4000, removing an excess of 2.4-5.8 lowered delta_50 by 0.4-0.7, onto GD's. A warning is
 printed when it exceeds 1 at some delta: --paths-per-sample 2 removes it, at a
 cost that grows with n.
 

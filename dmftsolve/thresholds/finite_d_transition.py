@@ -226,11 +226,11 @@ def curvature_warning(s: TransitionSettings, d: int, deltas: Sequence[float]) ->
     """A warning when a ``"forced"`` draw's curvature along θ* carries more of the kernel
     paths' own noise than GD's (:data:`CURVATURE_EXCESS_WARN`) at some δ of ``deltas``;
     None otherwise. Names the δ, the paths and the remedy (``paths_per_sample=2``)."""
-    worst = max(((curvature_excess(s, int(round(x * d))), x) for x in deltas), default=(math.nan, 0.0))
-    ex, x = worst
+    n = max(int(round(x * d)) for x in deltas)  # the excess grows with n
+    ex = curvature_excess(s, n)
     if not ex > CURVATURE_EXCESS_WARN:  # NaN (not "forced") or small
         return None
-    n = int(round(x * d))
+    x = n / d
     return (f"the kernel paths' own noise in the curvature along theta* is {ex:.2g} x GD's at "
             f"delta = {x:g} (N = {kernel_paths(s, n)} paths, n = {n} samples; {s.force_weights} "
             f"weights): delta_50 may be too high; pass paths_per_sample=2 (--paths-per-sample 2) "
