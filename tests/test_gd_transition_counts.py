@@ -157,3 +157,30 @@ def test_bad_arguments(tmp_path: Path) -> None:
         gtc.main(["--cases", "999", "--out-dir", str(tmp_path)])
     with pytest.raises(ValueError, match="--budget-minutes"):
         gtc.main(["--budget-minutes", "0", "--out-dir", str(tmp_path)])
+
+
+def test_transition_curves_pooled_over_seeds() -> None:
+    """``pooled`` sums the counts of one configuration's seeds per δ (δ grids may differ) and
+    fits those; a configuration with one seed is not pooled. Reference: the summed counts by hand
+    and ``probit_fit`` on them."""
+    tvs = _load("transition_vs_simulation")
+    base = {"case": "gelu_z2m1", "d": 2000, "gd_delta_50": 7.0, "gd_delta_50_err": 0.1}
+    curves = {
+        "gelu_z2m1|2000|forced@paired": {**base, "seed": 1, "deltas": [6.5, 7.0, 7.5],
+                                         "successes": [2, 5, 12], "draws": [16, 16, 16]},
+        "gelu_z2m1|2000|forced@paired@seed2": {**base, "seed": 2, "deltas": [6.5, 7.0, 8.0],
+                                               "successes": [10, 20, 30], "draws": [32, 32, 32]},
+        "gelu_z2|2000|forced@paired": {**base, "seed": 1, "deltas": [9.0], "successes": [3],
+                                       "draws": [16]},
+    }
+    out = tvs.pooled(curves)
+    assert list(out) == ["gelu_z2m1|2000|forced@paired"]
+    q = out["gelu_z2m1|2000|forced@paired"]
+    assert q["seeds"] == [1, 2]
+    assert q["deltas"] == [6.5, 7.0, 7.5, 8.0]
+    assert q["successes"] == [12, 25, 12, 30]
+    assert q["draws"] == [48, 48, 16, 32]
+    ref = tvs.probit_fit(np.array([6.5, 7.0, 7.5, 8.0]), np.array([12, 25, 12, 30]),
+                         np.array([48, 48, 16, 32]))
+    assert q["delta_50"] == pytest.approx(ref[0]) and q["width"] == pytest.approx(ref[2])
+    assert 6.5 < q["delta_50"] < 8.0

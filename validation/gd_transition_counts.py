@@ -100,6 +100,8 @@ RUNS: dict[int, dict[str, Any]] = {
     17: {"case": "gelu_z2", "d": 4000, "deltas": (11, 12, 13), "trials": None},
     18: {"case": "quad_z2m1", "d": 2000, "deltas": (3.6, 4.2, 5, 6), "trials": 40},
     19: {"case": "quad_z2", "d": 2000, "deltas": (5, 6, 7, 8), "trials": 40},
+    20: {"case": "quad_z2m1", "d": 4000, "deltas": (3.6, 4.2, 5), "trials": None},
+    21: {"case": "quad_z2", "d": 4000, "deltas": (5, 6, 7, 8), "trials": None},
 }
 QUICK_RUNS: dict[int, dict[str, Any]] = {
     1: {"case": "gelu_z2m1", "d": 60, "deltas": (3, 12), "trials": 2},
@@ -114,6 +116,7 @@ ROOT_SEEDS: dict[str, int] = {
     "quad_z2|1000": 9_401_000, "gelu_min3|2000": 9_302_000, "gelu_z2|2000": 9_202_000,
     "gelu_min3|4000": 9_304_000, "gelu_z2|4000": 9_204_000,
     "quad_z2m1|2000": 9_502_000, "quad_z2|2000": 9_402_000,
+    "quad_z2m1|4000": 9_504_000, "quad_z2|4000": 9_404_000,
 }
 
 

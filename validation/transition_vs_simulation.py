@@ -69,12 +69,13 @@ CASES: dict[str, dict[str, Any]] = {
                            "finite_n": {1000: (7, 8.5, 10, 11.5, 13)}}},
     "quad_z2": {"target": "z**2", "activation": "quad", "eta": 0.1, "T": 600, "gd_T": 2000,
                 "variant": "Q0",
-                "grid": {"forced": {500: (4, 5, 6, 7, 8), 1000: (4, 5, 6, 7, 8), 2000: (5, 6, 7, 8)},
+                "grid": {"forced": {500: (4, 5, 6, 7, 8), 1000: (4, 5, 6, 7, 8), 2000: (5, 6, 7, 8),
+                                    4000: (5, 6, 7, 8)},
                          "finite_n": {500: (3, 4, 5, 6, 8)}}},
     "quad_z2m1": {"target": "z**2 - 1", "activation": "quad", "eta": 0.1, "T": 600, "gd_T": 2000,
                   "variant": "Q4",
                   "grid": {"forced": {500: (3, 3.6, 4.2, 5, 6), 1000: (3, 3.6, 4.2, 5, 6),
-                                      2000: (3.6, 4.2, 5, 6)},
+                                      2000: (3.6, 4.2, 5, 6), 4000: (3.6, 4.2, 5, 6)},
                            "finite_n": {500: (3, 3.6, 4.2, 5, 6)}}},
 }
 CONSTRUCTIONS = ("forced", "quenched", "finite_n", "initial")
@@ -212,7 +213,7 @@ def migrate(res: dict[str, Any]) -> None:
 
 def part_curves(res: dict[str, Any], only: str | None, draws: int, ds: list[int] | None,
                 constructions: list[str], n_paths: int | None = None, pps: float | None = None,
-                workers: int = 1, force_weights: str = "poisson") -> None:
+                workers: int = 1, force_weights: str = "poisson", seed: int = 1) -> None:
     res.setdefault("curves", {})
     for name, case in CASES.items():
         if only and name != only:
@@ -225,28 +226,30 @@ def part_curves(res: dict[str, Any], only: str | None, draws: int, ds: list[int]
                     continue
                 key = (f"{name}|{d}|{cons}" + (f"@{n_paths}" if n_paths else "")
                        + (f"@pps{pps:g}" if pps else "")
-                       + ("@paired" if force_weights == "paired" else ""))
+                       + ("@paired" if force_weights == "paired" else "")
+                       + (f"@seed{seed}" if seed != 1 else ""))
                 if key in res["curves"]:
                     continue
                 run_curve(res, key, name, case, p, d, grid, cons, draws, n_paths, pps, workers,
-                          force_weights)
+                          force_weights, seed)
 
 
 def run_curve(res: dict[str, Any], key: str, name: str, case: dict[str, Any], p: Problem, d: int,
               grid: tuple[float, ...], cons: str, draws: int, n_paths: int | None = None,
-              pps: float | None = None, workers: int = 1, force_weights: str = "poisson") -> None:
+              pps: float | None = None, workers: int = 1, force_weights: str = "poisson",
+              seed: int = 1) -> None:
     t0 = time.perf_counter()
     extra: dict[str, Any] = {"n_paths": n_paths} if n_paths else {}
     extra["force_weights"] = force_weights
     extra["workers"] = workers  # processes for the draws; the result does not depend on it
     if pps:
         extra["paths_per_sample"] = pps
-    c = transition(p, d, grid, settings=TransitionSettings(draws=draws, seed=1, construction=cons, **extra),
-                   throw=False, progress=True)
+    settings = TransitionSettings(draws=draws, seed=seed, construction=cons, **extra)
+    c = transition(p, d, grid, settings=settings, throw=False, progress=True)
     gd, fit = gd_fit(case, d)
     res["curves"][key] = {
         "case": name, "d": d, "construction": cons, "n_paths": n_paths, "paths_per_sample": pps,
-        "force_weights": force_weights, "target": case["target"],
+        "force_weights": force_weights, "seed": seed, "workers": workers, "target": case["target"],
         "activation": case["activation"],
         "eta": case["eta"], "T": case["T"], "gd_T": case["gd_T"], "deltas": c.deltas, "p": c.p,
         "p_err": c.p_err, "successes": c.successes, "draws": c.draws, "delta_50": c.delta_50,
@@ -283,7 +286,35 @@ def label(c: dict[str, Any]) -> str:
     n, pps = c.get("n_paths"), c.get("paths_per_sample")
     return (c["construction"] + (f" ({n:.0e} paths)".replace("e+0", "e") if n else "")
             + (f" ({pps:g} paths per sample)" if pps else "")
-            + (", paired weights" if c.get("force_weights") == "paired" else ""))
+            + (", paired weights" if c.get("force_weights") == "paired" else "")
+            + (f", seed {c['seed']}" if c.get("seed", 1) != 1 else ""))
+
+
+def pooled(curves: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Curves of one configuration run with several seeds (keys ``…@seedN``), pooled: the counts
+    summed per δ (each seed's draws are an unbiased stratified sample, so the pooled fraction is
+    too) and one probit fit on the pooled counts. Configurations with a single seed are left out."""
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for key, c in curves.items():
+        groups.setdefault(key.split("@seed")[0], []).append(c)
+    out = {}
+    for base, cs in groups.items():
+        if len(cs) < 2:
+            continue
+        k: dict[float, list[int]] = {}
+        for c in cs:
+            for x, s, n in zip(c["deltas"], c["successes"], c["draws"], strict=True):
+                k.setdefault(float(x), [0, 0])
+                k[float(x)][0] += int(s)
+                k[float(x)][1] += int(n)
+        xs = sorted(k)
+        succ = np.array([k[x][0] for x in xs])
+        tot = np.array([k[x][1] for x in xs])
+        fit = probit_fit(np.array(xs), succ, tot)
+        out[base] = {"seeds": sorted(c.get("seed", 1) for c in cs), "deltas": xs,
+                     "successes": succ.tolist(), "draws": tot.tolist(), "delta_50": fit[0],
+                     "delta_50_err": fit[1], "width": fit[2], "curve": cs[0]}
+    return out
 
 
 def report(res: dict[str, Any]) -> None:
@@ -314,7 +345,8 @@ def report(res: dict[str, Any]) -> None:
         order = {c: i for i, c in enumerate(CONSTRUCTIONS)}
         for c in sorted(res["curves"].values(),
                         key=lambda c: (order[c["construction"]], c["case"], c["d"], c.get("n_paths") or 0,
-                                       c.get("paths_per_sample") or 0, c.get("force_weights") or "")):
+                                       c.get("paths_per_sample") or 0, c.get("force_weights") or "",
+                                       c.get("seed", 1))):
             th, ge = c["delta_50"], c["gd_delta_50"]
             ok = "–"
             diff = "–"
@@ -326,6 +358,23 @@ def report(res: dict[str, Any]) -> None:
                      f"{fmt(th, c['delta_50_err'])} ({c['width']:.2f}) | {fmt(ge, c['gd_delta_50_err'])}"
                      f"{f' ({gw:.2f})' if gw is not None and math.isfinite(gw) else ''} | "
                      f"{(c['gd'] or {}).get('source', '–')} | {diff} | {ok} |")
+        pool = pooled(res["curves"])
+        if pool:
+            L += ["", "## Pooled over seeds", "",
+                  "Curves of one configuration run with several `--seed`s: counts summed per δ, one "
+                  "probit fit (`pooled`).", "",
+                  "| configuration | seeds | draws per δ | theory δ_50 (width) | GD δ_50 | diff | "
+                  "within max(0.3, 5 %)? |", "|---|---|---|---|---|---|---|"]
+            for base, q in pool.items():
+                c = q["curve"]
+                ge = c["gd_delta_50"]
+                ok, diff = "–", "–"
+                if ge is not None and math.isfinite(ge) and math.isfinite(q["delta_50"]):
+                    diff = f"{q['delta_50'] - ge:+.2f}"
+                    ok = "yes" if abs(q["delta_50"] - ge) <= max(0.3, 0.05 * ge) else "no"
+                L.append(f"| `{base}` | {', '.join(map(str, q['seeds']))} | {q['draws'][0]} | "
+                         f"{fmt(q['delta_50'], q['delta_50_err'])} ({q['width']:.2f}) | "
+                         f"{fmt(ge, c['gd_delta_50_err'])} | {diff} | {ok} |")
         L += ["", "## Success curves", ""]
         for key, c in res["curves"].items():
             L += [f"### {key} (theory {c['draws'][0]} draws per δ, {c['seconds']:.0f} s; GD: "
@@ -467,6 +516,10 @@ def main() -> None:
     ap.add_argument("--force-weights", choices=("poisson", "paired"), default="poisson",
                     help="forced: the force's weights (TransitionSettings.force_weights); paired "
                          "curves are keyed case|d|construction...@paired")
+    ap.add_argument("--seed", type=int, default=1,
+                    help="root seed of the theory draws (TransitionSettings.seed; default 1); curves "
+                         "with another seed are keyed ...@seedN, and the report pools the seeds of "
+                         "one configuration")
     ap.add_argument("--workers", type=int, default=1,
                     help="processes for the theory draws (TransitionSettings.workers; default 1)")
     ap.add_argument("--var", action="store_true", help="also run the Var(m_t) part")
@@ -481,6 +534,8 @@ def main() -> None:
         ap.error(f"--only: unknown case {args.only!r}; choose from {list(CASES)}")
     if args.paths is not None and args.paths < 2:
         ap.error(f"--paths must be an integer >= 2, got {args.paths}")
+    if args.seed < 0:
+        ap.error(f"--seed must be an integer >= 0, got {args.seed}")
     if args.workers < 1:
         ap.error(f"--workers must be an integer >= 1, got {args.workers}")
     if args.paths_per_sample is not None and not 0 < args.paths_per_sample <= 1000:
@@ -497,7 +552,7 @@ def main() -> None:
     with threadpool_limits(1):
         if not args.no_curves:
             part_curves(res, args.only, args.draws, [int(x) for x in args.ds.split(",") if x], cons,
-                        args.paths, args.paths_per_sample, args.workers, args.force_weights)
+                        args.paths, args.paths_per_sample, args.workers, args.force_weights, args.seed)
         if args.var:
             part_var(res, args.gd_var)
     save(res)
