@@ -283,3 +283,19 @@ def test_cli_transition_paired_weights(capsys: pytest.CaptureFixture[str]) -> No
     assert out["warnings"] == []
     assert main(["transition", "--force-weights", "flat"]) == 2
     assert "invalid choice: 'flat'" in capsys.readouterr().err
+
+
+def test_success_probability_carries_the_curvature_warning() -> None:
+    """A single point says what ``curvature_warning`` says for its own δ: Poisson weights with
+    N = 2000 paths at n = 4000 samples give an excess 2n/N = 4 (closed form), above the limit;
+    N = 2n paired paths give none (d = 200, 2 draws, 20 steps)."""
+    from dmftsolve.thresholds.finite_d_transition import curvature_warning
+
+    p = CENTRED.replace(steps=20)
+    poisson = TransitionSettings(draws=2, seed=3, n_paths=2000, force_weights="poisson")
+    r = success_probability(p, 20.0, 200, settings=poisson)
+    assert r.diagnostics["curvature_excess"] == pytest.approx(4.0)
+    assert list(r.warnings) == [curvature_warning(poisson, 200, [20.0])]
+    assert "4 x GD's at delta = 20" in r.warnings[0]
+    paired = TransitionSettings(draws=2, seed=3, paths_per_sample=2)
+    assert list(success_probability(p, 20.0, 200, settings=paired).warnings) == []

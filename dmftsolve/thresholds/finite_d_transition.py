@@ -338,8 +338,9 @@ def success_probability(problem: Problem, delta: float, d: int, *,
     p_hat = succ / K
     status = Status.SUCCESS if not failures else Status.FAILED
     message = "" if not failures else f"{len(failures)} DMFT draws failed: {failures[:3]}"
+    warning = curvature_warning(s, d, [delta])
     res = SuccessProbability(
-        status=status, message=message,
+        status=status, message=message, warnings=() if warning is None else (warning,),
         settings={**dataclasses.asdict(s), "steps": T, "problem": problem.to_dict(), "n": n},
         diagnostics={"construction": _CONSTRUCTIONS[s.construction], "failures": failures,
                      "diverged_draws": diverged, "kernel_paths": kernel_paths(s, n),
