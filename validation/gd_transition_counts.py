@@ -100,7 +100,7 @@ RUNS: dict[int, dict[str, Any]] = {
     17: {"case": "gelu_z2", "d": 4000, "deltas": (11, 12, 13), "trials": None},
     18: {"case": "quad_z2m1", "d": 2000, "deltas": (3.6, 4.2, 5, 6), "trials": 40},
     19: {"case": "quad_z2", "d": 2000, "deltas": (5, 6, 7, 8), "trials": 40},
-    20: {"case": "quad_z2m1", "d": 4000, "deltas": (3.6, 4.2, 5), "trials": None},
+    20: {"case": "quad_z2m1", "d": 4000, "deltas": (3.6, 4.2, 4.6, 5), "trials": None},
     21: {"case": "quad_z2", "d": 4000, "deltas": (5, 6, 7, 8), "trials": None},
 }
 QUICK_RUNS: dict[int, dict[str, Any]] = {
