@@ -373,7 +373,9 @@ def report(res: dict[str, Any]) -> None:
                     diff = f"{q['delta_50'] - ge:+.2f}"
                     ok = "yes" if abs(q["delta_50"] - ge) <= max(0.3, 0.05 * ge) else "no"
                 name = base.replace("|", " · ")  # a '|' would split the table's cell
-                L.append(f"| `{name}` | {', '.join(map(str, q['seeds']))} | {q['draws'][0]} | "
+                lo, hi = min(q["draws"]), max(q["draws"])  # grids of the seeds may differ
+                L.append(f"| `{name}` | {', '.join(map(str, q['seeds']))} | "
+                         f"{lo if lo == hi else f'{lo}–{hi}'} | "
                          f"{fmt(q['delta_50'], q['delta_50_err'])} ({q['width']:.2f}) | "
                          f"{fmt(ge, c['gd_delta_50_err'])} | {diff} | {ok} |")
         L += ["", "## Success curves", ""]
