@@ -457,4 +457,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except ValueError as e:  # bad arguments: one line, not a traceback
+        sys.exit(f"gd_transition_counts.py: error: {e}")
