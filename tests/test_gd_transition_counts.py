@@ -141,6 +141,17 @@ def test_resume_does_not_recompute(quick: tuple[Path, dict[str, Any]], tmp_path:
         gtc.main(["--quick", "--out-dir", str(tmp_path)])
 
 
+def test_not_run_of_other_runs_is_kept(quick: tuple[Path, dict[str, Any]], tmp_path: Path) -> None:
+    # an invocation replaces the skipped-chunk notes of the runs it planned, and only those
+    out, res = quick
+    old = copy.deepcopy(res)
+    old["not_run"] = ["run 1 (gelu_z2m1|60) δ = 3: 2 trials", "run 7 (quad_z2|500) δ = 5: 40 trials"]
+    (tmp_path / "gd_transition_counts_quick.json").write_text(json.dumps(old))
+    res2 = gtc.main(["--quick", "--out-dir", str(tmp_path)])
+    assert res2["not_run"] == ["run 7 (quad_z2|500) δ = 5: 40 trials"]
+    assert "run 7 (quad_z2|500) δ = 5: 40 trials" in (tmp_path / "gd_transition_counts_quick.md").read_text()
+
+
 def test_cases_match_transition_vs_simulation() -> None:
     tvs = _load("transition_vs_simulation")
     for name, c in gtc.CASES.items():

@@ -442,14 +442,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             log(f"run {r} {key} δ={delta:g} chunk {c}: {s}/{size} escaped, "
                 f"{ch['seconds'] / size:.2f} s/trial; N at δ = {n_done(entry, delta)}; "
                 f"{(time.perf_counter() - t_start) / 60:.1f} min used, ≤ {left} chunks left")
-            res["not_run"] = []
             write(res, out, stem)
     # group the skipped chunks per (run, δ) for the report
     grouped: dict[str, int] = {}
     for x in not_run:
         head, _, tail = x.partition(" chunk ")
         grouped[head] = grouped.get(head, 0) + int(tail.split("(")[1].split()[0])
-    res["not_run"] = [f"{h}: {k} trials" for h, k in grouped.items()]
+    # chunks skipped by earlier invocations stay listed unless this one planned their run
+    kept = [x for x in res.get("not_run", []) if not any(x.startswith(f"run {r} ") for r in selected)]
+    res["not_run"] = kept + [f"{h}: {k} trials" for h, k in grouped.items()]
     write(res, out, stem, final=True)
     for key, sm in res["summary"].items():
         log(f"{key}: δ_50 = {fmt(sm['delta_50'], sm['delta_50_err'])}, width {fmt(sm['width'], None)}")

@@ -85,6 +85,7 @@ KINDS = ("alg", "nn_early", "nn_long", "d50")
 K2 = ("z1*z2", "z1 + z1*z2")  # two target directions: no δ_50 (transition is for k = 1)
 TRANSITION_GRID = (2.0, 3.5, 5.0, 6.5, 8.0, 10.0, 13.0)
 TRANSITION_CONSTRUCTION = "forced"  # TransitionSettings.construction of the δ_50 column
+TRANSITION_WEIGHTS = "paired"  # TransitionSettings.force_weights of the δ_50 column (the default)
 FULL = {"n_paths": 10_000, "replicates": 3, "bracket": (1.0, 40.0), "grid": 6, "xtol": 1.0,
         "long_time": 200, "d": 1000, "draws": 8, "transition_steps": 400,
         "transition_grid": TRANSITION_GRID}
@@ -160,7 +161,8 @@ def compute(kind: str, target: str, act: str, m: int, cfg: dict[str, Any]) -> di
 
             r = transition(p, cfg["d"], cfg["transition_grid"], throw=False,
                            settings=TransitionSettings(steps=cfg["transition_steps"], draws=cfg["draws"],
-                                                       construction=TRANSITION_CONSTRUCTION))
+                                                       construction=TRANSITION_CONSTRUCTION,
+                                                       force_weights=TRANSITION_WEIGHTS))
             ok = r.ok and math.isfinite(r.delta_50)
             return {"value": r.delta_50 if ok else None, "error": r.delta_50_err if ok else None,
                     "status": r.status.value, "why": "" if ok else r.message[:200],
@@ -336,7 +338,7 @@ def render(rows: list[dict[str, Any]], cfg: dict[str, Any], cmd: str, quick: boo
         f"{cfg['bracket'][0]:g}–{cfg['bracket'][1]:g} (from 1.5 for r²), xtol {cfg['xtol']:g} "
         "(a bracket is shown "
         "when there is one seed). δ_50: 50 % point of the finite-d success curve at "
-        f"d = {cfg['d']} (forced DMFT, `dmftsolve transition`, {cfg['draws']} draws per δ, horizon "
+        f"d = {cfg['d']} (forced DMFT with paired force weights, `dmftsolve transition`, {cfg['draws']} draws per δ, horizon "
         f"{cfg['transition_steps']} steps, δ grid {', '.join(f'{x:g}' for x in cfg['transition_grid'])}), "
         "± bootstrap error.",
         "",
@@ -462,8 +464,9 @@ def main(argv: list[str] | None = None) -> int:
                 key = {"kind": kind, "target": target} if kind == "alg" else \
                     {"kind": kind, "target": target, "activation": act, "m": m,
                      "eta": ACTIVATIONS[act], **settings}
-                if kind == "d50":  # the construction changed (finite_n -> forced): old cells do not apply
-                    key["construction"] = TRANSITION_CONSTRUCTION
+                if kind == "d50":  # the construction changed (finite_n -> forced -> paired weights):
+                    key["construction"] = TRANSITION_CONSTRUCTION  # old cells do not apply
+                    key["force_weights"] = TRANSITION_WEIGHTS
                 hit = cache.get(key)
                 if hit is not None:
                     row[kind] = hit
