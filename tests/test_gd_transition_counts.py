@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import importlib.util
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -195,3 +196,45 @@ def test_transition_curves_pooled_over_seeds() -> None:
                          np.array([48, 48, 16, 32]))
     assert q["delta_50"] == pytest.approx(ref[0]) and q["width"] == pytest.approx(ref[2])
     assert 6.5 < q["delta_50"] < 8.0
+
+
+def test_default_curve_picks_paired_then_poisson() -> None:
+    """``default_curve`` takes the paired N = 2n curves of (case, d), pooled over seeds, before the
+    paired 2·10⁴-path one, and the Poisson one only when no paired curve exists (saying so);
+    curves with other path counts or constructions are never taken. Reference: hand-summed counts
+    and ``probit_fit`` on them."""
+    tvs = _load("transition_vs_simulation")
+
+    def curve(**kw: Any) -> dict[str, Any]:
+        c = {"case": "gelu_z2m1", "d": 2000, "construction": "forced", "n_paths": None,
+             "paths_per_sample": None, "force_weights": "poisson", "seed": 1,
+             "deltas": [6.5, 7.0, 7.5], "successes": [2, 8, 14], "draws": [16, 16, 16],
+             "p_err": [0.05, 0.1, 0.05], "delta_50": 7.0, "delta_50_err": 0.2, "width": 0.6,
+             "gd": {"source": "x"}, "gd_delta_50": 7.1, "gd_delta_50_err": 0.1, "gd_width": 0.5}
+        return {**c, **kw}
+
+    res = {"curves": {
+        "a|2000|forced": curve(),
+        "a|2000|forced@60000": curve(n_paths=60000, delta_50=1.0),
+        "a|2000|quenched": curve(construction="quenched", delta_50=2.0),
+    }}
+    q = tvs.default_curve(res, "gelu_z2m1", 2000)
+    assert q["keys"] == ["a|2000|forced"] and q["weights"] == "poisson" and q["delta_50"] == 7.0
+    assert tvs.within(q["delta_50"], q["gd_delta_50"]) == ("-0.10", "yes")
+    res["curves"]["a|2000|forced@paired"] = curve(force_weights="paired", delta_50=7.2)
+    assert tvs.default_curve(res, "gelu_z2m1", 2000)["keys"] == ["a|2000|forced@paired"]
+    res["curves"]["a|2000|forced@pps2@paired"] = curve(force_weights="paired", paths_per_sample=2)
+    res["curves"]["a|2000|forced@pps2@paired@seed2"] = curve(
+        force_weights="paired", paths_per_sample=2, seed=2, deltas=[7.0, 8.0], successes=[10, 30],
+        draws=[32, 32], p_err=[0.08, 0.03])
+    q = tvs.default_curve(res, "gelu_z2m1", 2000)
+    assert q["keys"] == ["a|2000|forced@pps2@paired", "a|2000|forced@pps2@paired@seed2"]
+    assert q["deltas"] == [6.5, 7.0, 7.5, 8.0]
+    assert q["successes"] == [2, 18, 14, 30] and q["draws"] == [16, 48, 16, 32]
+    # errors combined by draws: sqrt((16·0.1)² + (32·0.08)²) / 48 at δ = 7
+    assert q["p_err"][1] == pytest.approx(math.hypot(16 * 0.1, 32 * 0.08) / 48)
+    ref = tvs.probit_fit(np.array([6.5, 7.0, 7.5, 8.0]), np.array([2, 18, 14, 30]),
+                         np.array([16, 48, 16, 32]))
+    assert q["delta_50"] == pytest.approx(ref[0]) and "2 seeds pooled" in q["run"]
+    assert tvs.default_curve(res, "gelu_z2m1", 4000) is None
+    assert tvs.within(8.0, 7.0) == ("+1.00", "no") and tvs.within(None, 7.0) == ("–", "–")

@@ -338,7 +338,8 @@ def render(rows: list[dict[str, Any]], cfg: dict[str, Any], cmd: str, quick: boo
         f"{cfg['bracket'][0]:g}–{cfg['bracket'][1]:g} (from 1.5 for r²), xtol {cfg['xtol']:g} "
         "(a bracket is shown "
         "when there is one seed). δ_50: 50 % point of the finite-d success curve at "
-        f"d = {cfg['d']} (forced DMFT with paired force weights, `dmftsolve transition`, {cfg['draws']} draws per δ, horizon "
+        f"d = {cfg['d']} (forced DMFT with paired force weights, `dmftsolve transition`, "
+        f"{cfg['draws']} draws per δ, horizon "
         f"{cfg['transition_steps']} steps, δ grid {', '.join(f'{x:g}' for x in cfg['transition_grid'])}), "
         "± bootstrap error.",
         "",
