@@ -191,3 +191,34 @@ def test_success_curves_on_a_dask_cluster_equals_serial(tmp_path: Path) -> None:
             for k in ("serial", "dask"))
     strip = lambda pts: [{k: v for k, v in p.items() if k != "seconds_per_run"} for p in pts]  # noqa: E731
     assert strip(a["cases"]["gelu_z2m1"]["gd"]["40"]) == strip(b["cases"]["gelu_z2m1"]["gd"]["40"])
+
+
+def test_success_from_counts(tmp_path: Path) -> None:
+    """``success_from_counts.py`` redraws Figures 4/5 from the committed JSONs: its GD counts per δ
+    are those ``gd_transition_counts.py`` summarised itself, and its theory curve is the committed
+    default-construction curve. Bad input: one error line, exit status 2."""
+    script = FIGS / "success_from_counts.py"
+    run(script, "--cases", "gelu_z2m1", "--no-nn", "--out", str(tmp_path))
+    data = json.loads((tmp_path / "success_from_counts.json").read_text())
+    assert (tmp_path / "success_from_counts.png").stat().st_size > 5000
+    assert data["settings"]["figure"] == "success_from_counts" and data["settings"]["delta_nn"] == "none"
+    counts = ROOT / "validation" / "results" / "gd_transition_counts.json"
+    summary = json.loads(counts.read_text())["summary"]
+    e = data["cases"]["gelu_z2m1"]
+    assert sorted(e["ds"], key=int) == ["500", "1000", "2000", "4000"]
+    for d, dd in e["ds"].items():
+        rows = {r["delta"]: r for r in summary[f"gelu_z2m1|{d}"]["rows"]}
+        assert [p["delta"] for p in dd["gd"]] == sorted(rows)
+        for p in dd["gd"]:
+            r = rows[p["delta"]]
+            assert (p["successes"], p["successes_final"], p["trials"]) == \
+                (r["successes"], r["successes_final"], r["trials"])
+            assert p["cos_q30"] <= p["cos_median"] <= p["cos_q70"]
+        assert dd["gd_delta_50"] == pytest.approx(summary[f"gelu_z2m1|{d}"]["delta_50"], abs=1e-9)
+    theory = json.loads((ROOT / "validation" / "results" / "transition_vs_simulation.json").read_text())
+    ref = theory["curves"]["gelu_z2m1|4000|forced@pps2@paired"]
+    assert e["ds"]["4000"]["theory"]["delta_50"] == pytest.approx(ref["delta_50"])
+    assert e["ds"]["4000"]["theory"]["successes"] == ref["successes"]
+    bad = subprocess.run([sys.executable, str(script), "--cases", "nope", "--out", str(tmp_path)],
+                         capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert bad.returncode == 2 and "--cases must name" in bad.stderr.strip().splitlines()[-1]
