@@ -164,7 +164,20 @@ def test_cases_match_transition_vs_simulation() -> None:
         assert f"{r['case']}|{r['d']}" in gtc.ROOT_SEEDS
 
 
+def test_workers_do_not_change_the_trials(quick: tuple[Path, dict[str, Any]], tmp_path: Path) -> None:
+    # each trial has its own seed, so a process pool gives the serial run's trials exactly
+    _, res = quick
+    res2 = gtc.main(["--quick", "--workers", "2", "--out-dir", str(tmp_path)])
+    for key, entry in res["runs"].items():
+        for dk, pt in entry["points"].items():
+            got = res2["runs"][key]["points"][dk]["chunks"]
+            assert [ch["trials"] for ch in got] == [ch["trials"] for ch in pt["chunks"]]
+            assert all(ch["workers"] == 2 for ch in got)
+
+
 def test_bad_arguments(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="--workers"):
+        gtc.main(["--workers", "0", "--out-dir", str(tmp_path)])
     with pytest.raises(ValueError, match="--cases"):
         gtc.main(["--cases", "999", "--out-dir", str(tmp_path)])
     with pytest.raises(ValueError, match="--budget-minutes"):

@@ -3,7 +3,7 @@
 For each case (the problem definitions of ``validation/transition_vs_simulation.py``: single
 GeLU or r² neuron, no bias, random start ``q0 = 1``, full-batch GD with step η for ``T`` steps, float32
 data) and input dimension ``d``, GD is run ``trials`` times at each ``δ`` of a grid around the
-transition with :func:`dmftsolve.simulation.sweeps.sweep` (serial executor, BLAS on one
+transition with :func:`dmftsolve.simulation.sweeps.sweep` (serial, or ``--workers`` processes; BLAS on one
 thread). Every trial records
 
 * ``escape_step``: the first recorded step whose cosine exceeds 1/2 (``None`` if none), with
@@ -48,6 +48,8 @@ import math
 import os
 import sys
 import time
+from concurrent.futures import Executor, ProcessPoolExecutor
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -160,18 +162,21 @@ def trial_records(steps: np.ndarray, cosine: np.ndarray,
     return out
 
 
-def run_chunk(case: str, d: int, delta: float, root: int, c: int, trials: int) -> dict[str, Any]:
-    """``trials`` GD runs at ``(case, d, δ)`` from chunk seed ``c`` (one serial sweep)."""
+def run_chunk(case: str, d: int, delta: float, root: int, c: int, trials: int,
+              executor: Executor | None = None, workers: int = 1) -> dict[str, Any]:
+    """``trials`` GD runs at ``(case, d, δ)`` from chunk seed ``c`` (one sweep; its trials on
+    ``executor`` if given, which does not change them: each trial has its own seed)."""
     ss = chunk_seed(root, delta, c)
     t0 = time.perf_counter()
     res = sweep(problem_of(case), d, [float(delta)], trials=trials, seed=ss, progress=False,
-                dtype=DTYPE, record_every=RECORD_EVERY, blas_threads=1)
+                dtype=DTYPE, record_every=RECORD_EVERY, blas_threads=1, executor=executor)
     run = res.runs[0]
     recs = trial_records(np.asarray(run.steps), np.asarray(run.cosine))
     for j, r in enumerate(recs):
         r["seed"] = seed_record(child(child(ss, 0), j))
     return {"chunk": c, "sweep_seed": seed_record(ss), "n": int(res.settings["n"][0]),
-            "seconds": time.perf_counter() - t0, "status": res.status.value, "trials": recs}
+            "seconds": time.perf_counter() - t0, "workers": workers, "status": res.status.value,
+            "trials": recs}
 
 
 # --------------------------------------------------------------------------- bookkeeping
@@ -373,7 +378,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                     "gd_transition_counts_quick.*")
     ap.add_argument("--out-dir", default=str(OUT), help="output directory (default validation/results)")
     ap.add_argument("--report", action="store_true", help="only rebuild the Markdown from the JSON")
+    ap.add_argument("--workers", type=int, default=1,
+                    help="processes for the trials of a chunk (default 1: serial); the trials do not "
+                    "depend on it, the wall time per chunk does")
     args = ap.parse_args(argv)
+    if args.workers < 1:
+        raise ValueError(f"--workers must be >= 1, got {args.workers}")
     if args.budget_minutes <= 0:
         raise ValueError(f"--budget-minutes must be > 0, got {args.budget_minutes}")
     if args.trials is not None and args.trials < 1:
@@ -417,7 +427,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     budget = 60.0 * args.budget_minutes
     rate: dict[int, float] = {}  # seconds per (n · d · T) per d, from the chunks run here
     not_run: list[str] = []
-    with threadpool_limits(1):
+    pool = ProcessPoolExecutor(args.workers) if args.workers > 1 else nullcontext(None)
+    with threadpool_limits(1), pool as ex:
         for i, (r, delta, c, size) in enumerate(chunks):
             spec = runs[r]
             key = f"{spec['case']}|{spec['d']}"
@@ -432,7 +443,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             if elapsed + known * work > budget:
                 not_run.append(f"run {r} ({key}) δ = {delta:g} chunk {c} ({size} trials)")
                 continue
-            ch = run_chunk(spec["case"], d, delta, entry["root_seed"], c, size)
+            ch = run_chunk(spec["case"], d, delta, entry["root_seed"], c, size, ex, args.workers)
             pt = entry["points"].setdefault(dkey(delta), {"delta": delta, "chunks": []})
             pt["chunks"].append(ch)
             pt["chunks"].sort(key=lambda x: x["chunk"])
