@@ -98,9 +98,9 @@ CASES: dict[str, dict[str, Any]] = {
     "gelu_z2": {"target": "z**2", "activation": "gelu", "eta": 0.5, "steps": 1000,
                 "paper": 6.0, "deltas": (6.0, 8.0, 9.0, 10.0, 11.0, 12.0, 13.0, 15.0)},
     "quad_z2m1": {"target": "z**2 - 1", "activation": "quad", "eta": 0.1, "steps": 2000,
-                  "paper": 3.6, "deltas": (3.0, 3.5, 4.0, 4.5, 5.0, 6.0, 7.0), "nn_bracket": (1.5, 40.0)},
+                  "paper": 3.6, "deltas": (3.0, 3.5, 4.0, 4.5, 5.0, 6.0, 7.0), "nn_bracket": (2.5, 40.0)},
     "quad_z2": {"target": "z**2", "activation": "quad", "eta": 0.1, "steps": 2000,
-                "paper": 3.6, "deltas": (3.0, 4.0, 4.5, 5.0, 5.5, 6.0, 7.0, 8.0), "nn_bracket": (1.5, 40.0)},
+                "paper": 3.6, "deltas": (3.0, 4.0, 4.5, 5.0, 5.5, 6.0, 7.0, 8.0), "nn_bracket": (2.5, 40.0)},
 }
 FULL = {"ds": [1000, 2000, 3000, 4000], "trials": 40, "theory_draws": 16, "theory_steps": 400,
         "nn_paths": 10_000, "nn_replicates": 3, "record_every": 10}
@@ -322,6 +322,8 @@ def main(argv: list[str] | None = None) -> int:
                     key = {"kind": "delta_nn", "case": {k: case[k] for k in ("target", "activation", "eta")},
                            "t_eta": 1, "n_paths": cfg["nn_paths"], "replicates": cfg["nn_replicates"],
                            "seed": args.seed, "quick": bool(args.quick)}
+                    if "nn_bracket" in case:  # r²: from 2.5 (at η = 0.1 the DMFT at δ = 1.5 diverges)
+                        key["bracket"] = case["nn_bracket"]
                     nn = cache.get_or_compute(key, delta_nn_early, case, cfg["nn_paths"],
                                               cfg["nn_replicates"], args.seed, args.quick)
                     entry["delta_nn"] = nn

@@ -22,8 +22,8 @@ issue 9 already made:
 * **δ_NN(t·η = 1)**, the early-time Hessian threshold (3 seeds × 10⁴ paths; vertical line with
   its standard error as a band), computed with ``success_curves.delta_nn_early`` and cached in
   ``<out>/cache/success_curves/`` (the same cache as ``success_curves.py``; 3–30 s per case);
-  ``--no-nn`` leaves it out. For r² the bisection starts at δ = 2.5 (``NN_BRACKET``): at
-  η = 0.1 the DMFT at δ = 1.5 has non-finite kernels by step 7. The paper's value (6.0 GeLU,
+  ``--no-nn`` leaves it out. For r² the bisection starts at δ = 2.5 (``nn_bracket`` of
+  ``success_curves.CASES``): at η = 0.1 the DMFT at δ = 1.5 has non-finite kernels by step 7. The paper's value (6.0 GeLU,
   3.6 r²) is the grey dotted line.
 
 Run
@@ -59,9 +59,6 @@ NAME = "success_from_counts"
 DEFAULT_CASES = ["gelu_z2m1", "gelu_z2", "quad_z2m1", "quad_z2"]
 SUCCESS = 0.5
 NN = {"nn_paths": 10_000, "nn_replicates": 3, "seed": 0}
-#: δ_NN bracket per activation where success_curves.py's (1.5, 40) fails: the r² DMFT at η = 0.1
-#: has non-finite kernels by step 7 at δ = 1.5 (measured), so its bisection starts at 2.5
-NN_BRACKET = {"quad": (2.5, 40.0)}
 
 
 def _load(path: Path, name: str) -> Any:
@@ -210,13 +207,12 @@ def main(argv: list[str] | None = None) -> int:
         for name in cases:
             case = {**sc.CASES.get(name, {}), "target": tvs.CASES[name]["target"],
                     "activation": tvs.CASES[name]["activation"], "eta": tvs.CASES[name]["eta"]}
-            # the key success_curves.py uses, so either script's result serves the other (plus
-            # the bracket where this script changes it)
+            # the key success_curves.py uses, so either script's result serves the other
             key = {"kind": "delta_nn", "case": {k: case[k] for k in ("target", "activation", "eta")},
                    "t_eta": 1, "n_paths": NN["nn_paths"], "replicates": NN["nn_replicates"],
                    "seed": NN["seed"], "quick": False}
-            if case["activation"] in NN_BRACKET:
-                case["nn_bracket"] = key["bracket"] = NN_BRACKET[case["activation"]]
+            if "nn_bracket" in case:
+                key["bracket"] = case["nn_bracket"]
             nn[name] = cache.get_or_compute(key, sc.delta_nn_early, case, NN["nn_paths"],
                                             NN["nn_replicates"], NN["seed"], False)
     data = build(cases, counts, theory, tvs, nn)
