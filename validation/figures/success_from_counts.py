@@ -23,8 +23,8 @@ issue 9 already made:
   its standard error as a band), computed with ``success_curves.delta_nn_early`` and cached in
   ``<out>/cache/success_curves/`` (the same cache as ``success_curves.py``; 3–30 s per case);
   ``--no-nn`` leaves it out. For r² the bisection starts at δ = 2.5 (``nn_bracket`` of
-  ``success_curves.CASES``): at η = 0.1 the DMFT at δ = 1.5 has non-finite kernels by step 7. The paper's value (6.0 GeLU,
-  3.6 r²) is the grey dotted line.
+  ``success_curves.CASES``): at η = 0.1 the DMFT at δ = 1.5 has non-finite kernels by step 7.
+  The paper's value (6.0 GeLU, 3.6 r²) is the grey dotted line.
 
 Run
 ---
