@@ -251,3 +251,26 @@ def test_default_curve_picks_paired_then_poisson() -> None:
     assert q["delta_50"] == pytest.approx(ref[0]) and "2 seeds pooled" in q["run"]
     assert tvs.default_curve(res, "gelu_z2m1", 4000) is None
     assert tvs.within(8.0, 7.0) == ("+1.00", "no") and tvs.within(None, 7.0) == ("–", "–")
+
+
+def test_by_horizon_counts_escapes_by_step_T(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``by_horizon`` counts a theory draw (escape step, −1: none) and a GD trial (escape step,
+    None: none) as a success by T when it escaped at a step ≤ T, and fits both with
+    ``probit_fit``. Reference: counts by hand."""
+    tvs = _load("transition_vs_simulation")
+    trials = {5.0: [10, 150, None, None], 6.0: [20, 90, 300, None], 7.0: [5, 40, 60, 500]}
+    run = {"points": {f"{x:g}": {"delta": x, "chunks": [{"trials": [{"escape_step": e} for e in es]}]}
+                      for x, es in trials.items()}}
+    path = tmp_path / "counts.json"
+    path.write_text(json.dumps({"runs": {"quad_z2|2000": run}}))
+    monkeypatch.setattr(tvs, "GD_COUNTS", path)
+    q = {"case": "quad_z2", "d": 2000, "deltas": [5.0, 6.0, 7.0], "draws": [3, 3, 3],
+         "escape_steps": [[-1, 30, 250], [15, -1, 120], [8, 9, 700]]}
+    out = tvs.by_horizon(q, (100, 400))
+    for T, k_th, k_gd in ((100, [1, 1, 2], [1, 2, 3]), (400, [2, 2, 2], [2, 3, 3])):
+        th = tvs.probit_fit(np.array([5.0, 6.0, 7.0]), np.array(k_th), np.array([3, 3, 3]))
+        gd = tvs.probit_fit(np.array([5.0, 6.0, 7.0]), np.array(k_gd), np.array([4, 4, 4]))
+        assert out[T][0] == pytest.approx(th[:2]) and out[T][1] == pytest.approx(gd[:2])
+    # a curve without escape steps (older runs) gives nothing rather than wrong counts
+    assert tvs.by_horizon({**q, "escape_steps": [[], [], []]}, (100,)) == {}
+    assert tvs.by_horizon({**q, "d": 4000}, (100,)) == {}

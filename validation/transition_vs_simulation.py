@@ -338,12 +338,15 @@ def default_curve(res: dict[str, Any], case: str, d: int) -> dict[str, Any] | No
         return None
     cs = [pick[k] for k in sorted(pick)]
     per: dict[float, list[float]] = {}  # δ -> [successes, draws, Σ (draws · p_err)²]
+    esc: dict[float, list[int]] = {}  # δ -> the draws' escape steps (−1: none), seeds pooled
     for c in cs:
         for x, k, n, e in zip(c["deltas"], c["successes"], c["draws"], c["p_err"], strict=True):
             acc = per.setdefault(float(x), [0.0, 0.0, 0.0])
             acc[0] += k
             acc[1] += n
             acc[2] += (n * e) ** 2
+        for x, es in zip(c["deltas"], c.get("escape_steps") or [[]] * len(c["deltas"]), strict=True):
+            esc.setdefault(float(x), []).extend(-1 if v is None else int(v) for v in es)
     xs = sorted(per)
     succ = np.array([per[x][0] for x in xs])
     tot = np.array([per[x][1] for x in xs])
@@ -357,10 +360,36 @@ def default_curve(res: dict[str, Any], case: str, d: int) -> dict[str, Any] | No
            + (f", {len(cs)} seeds pooled" if len(cs) > 1 else ""))
     return {"case": case, "d": d, "keys": sorted(pick), "weights": weights, "run": run,
             "deltas": xs, "successes": succ.tolist(), "draws": tot.tolist(),
+            "escape_steps": [esc.get(x, []) for x in xs],
             "p": (succ / tot).tolist(), "p_err": [math.sqrt(per[x][2]) / per[x][1] for x in xs],
             "delta_50": fit[0], "delta_50_err": fit[1], "width": fit[2], "gd": c0.get("gd"),
             "gd_delta_50": c0.get("gd_delta_50"), "gd_delta_50_err": c0.get("gd_delta_50_err"),
             "gd_width": c0.get("gd_width")}
+
+
+Fit = tuple[float, float]
+
+
+def by_horizon(q: dict[str, Any], Ts: tuple[int, ...]) -> dict[int, tuple[Fit, Fit]]:
+    """δ_50 of theory and GD counting only escapes by step ``T`` (first passage above 1/2), for each
+    ``T`` in ``Ts``: ``{T: ((theory δ_50, se), (GD δ_50, se))}`` from ``default_curve`` ``q`` (its
+    draws' escape steps) and the per-trial escape steps of ``gd_transition_counts.json``.
+    Empty when either side lacks escape steps (older curves, or GD from another source)."""
+    runs = json.loads(GD_COUNTS.read_text())["runs"] if GD_COUNTS.exists() else {}
+    run = runs.get(f"{q['case']}|{q['d']}")
+    if run is None or not all(len(e) == n for e, n in zip(q["escape_steps"], q["draws"], strict=True)):
+        return {}
+    pts = sorted(run["points"].values(), key=lambda p: p["delta"])
+    g_x = np.array([p["delta"] for p in pts])
+    g_esc = [[t["escape_step"] for ch in p["chunks"] for t in ch["trials"]] for p in pts]
+    out = {}
+    for T in Ts:
+        k = np.array([sum(1 for v in e if 0 <= v <= T) for e in q["escape_steps"]])
+        th = probit_fit(np.array(q["deltas"]), k, np.array(q["draws"]))
+        gd = probit_fit(g_x, np.array([sum(1 for v in e if v is not None and v <= T) for e in g_esc]),
+                        np.array([len(e) for e in g_esc]))
+        out[T] = ((th[0], th[1]), (gd[0], gd[1]))
+    return out
 
 
 def within(th: Any, ge: Any) -> tuple[str, str]:
@@ -448,6 +477,21 @@ def report(res: dict[str, Any]) -> None:
                 L.append(f"| {name} | {d} | {q['run']} | {fmt(q['delta_50'], q['delta_50_err'])} "
                          f"({q['width']:.2f}) | {fmt(q['gd_delta_50'], q['gd_delta_50_err'])}{gws} | "
                          f"{diff} | {ok} |")
+        Ts = (50, 100, 200, 400, 600)
+        L += ["", "## δ_50 by horizon: escapes by step T only", "",
+              "The default curves and GD counting an escape only if the cosine first passed 1/2 by "
+              "step T (`by_horizon`; T beyond a case's horizon is left empty). Where theory and GD "
+              "part as T grows, the difference is escapes that GD makes late and the theory does not.",
+              "", "| case | d | " + " | ".join(f"T = {T}: theory / GD" for T in Ts) + " |",
+              "|---|---|" + "---|" * len(Ts)]
+        for name in CASES:
+            for d in sorted({int(c["d"]) for c in res["curves"].values() if c["case"] == name}):
+                q = default_curve(res, name, d)
+                bh = by_horizon(q, tuple(T for T in Ts if T <= CASES[name]["T"])) if q else {}
+                if not bh:
+                    continue
+                cells = [f"{fmt(*bh[T][0])} / {fmt(*bh[T][1])}" if T in bh else "" for T in Ts]
+                L.append(f"| {name} | {d} | " + " | ".join(cells) + " |")
         L += ["", "## Success curves", ""]
         for key, c in res["curves"].items():
             L += [f"### {key} (theory {c['draws'][0]} draws per δ, {c['seconds']:.0f} s; GD: "
