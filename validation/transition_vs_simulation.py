@@ -153,11 +153,23 @@ def gd_counts(case: dict[str, Any], d: int) -> dict[str, Any] | None:
             "source": "convention_hunt.json"}
 
 
+_FITS: dict[tuple[Any, ...], tuple[float, float, float]] = {}
+
+
+def cached_probit_fit(deltas: Any, successes: Any, trials: Any) -> tuple[float, float, float]:
+    """:func:`probit_fit` memoised on its counts (a report refits the same GD counts for every
+    curve of a case and d; the bootstrap makes each fit cost a fraction of a second)."""
+    key = (tuple(map(float, deltas)), tuple(map(int, successes)), tuple(map(int, trials)))
+    if key not in _FITS:
+        _FITS[key] = probit_fit(np.array(key[0]), np.array(key[1]), np.array(key[2]))
+    return _FITS[key]
+
+
 def gd_fit(case: dict[str, Any], d: int) -> tuple[dict[str, Any] | None, tuple[float, float, float]]:
     gd = gd_counts(case, d)
     if not gd:
         return None, (math.nan, math.nan, math.nan)
-    return gd, probit_fit(np.array(gd["deltas"]), np.array(gd["successes"]), np.array(gd["trials"]))
+    return gd, cached_probit_fit(gd["deltas"], gd["successes"], gd["trials"])
 
 
 # --------------------------------------------------------------------------- parts
@@ -353,7 +365,7 @@ def default_curve(res: dict[str, Any], case: str, d: int) -> dict[str, Any] | No
     if len(cs) == 1:
         fit = (cs[0]["delta_50"], cs[0]["delta_50_err"], cs[0]["width"])
     else:
-        fit = probit_fit(np.array(xs), succ.astype(int), tot.astype(int))
+        fit = cached_probit_fit(xs, succ, tot)
     c0 = cs[0]
     weights = c0.get("force_weights", "poisson")
     run = (f"{weights}" + (", N = 2n" if c0.get("paths_per_sample") == 2 else ", N = 2·10⁴")
@@ -384,10 +396,10 @@ def by_horizon(q: dict[str, Any], Ts: tuple[int, ...]) -> dict[int, tuple[Fit, F
     g_esc = [[t["escape_step"] for ch in p["chunks"] for t in ch["trials"]] for p in pts]
     out = {}
     for T in Ts:
-        k = np.array([sum(1 for v in e if 0 <= v <= T) for e in q["escape_steps"]])
-        th = probit_fit(np.array(q["deltas"]), k, np.array(q["draws"]))
-        gd = probit_fit(g_x, np.array([sum(1 for v in e if v is not None and v <= T) for e in g_esc]),
-                        np.array([len(e) for e in g_esc]))
+        k = [sum(1 for v in e if 0 <= v <= T) for e in q["escape_steps"]]
+        th = cached_probit_fit(q["deltas"], k, q["draws"])
+        gd = cached_probit_fit(g_x, [sum(1 for v in e if v is not None and v <= T) for e in g_esc],
+                               [len(e) for e in g_esc])
         out[T] = ((th[0], th[1]), (gd[0], gd[1]))
     return out
 
