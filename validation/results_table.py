@@ -294,7 +294,7 @@ def fmt(q: dict[str, Any] | None) -> str:
         return "∞"
     err = q.get("error")
     if err is not None and math.isfinite(err) and err > 0:
-        return round_pm(v, err)
+        return round_pm(v, err) + (" (Poisson weights)" if q.get("force_weights") == "poisson" else "")
     if q.get("bracket"):
         return f"{v:.2f} [{q['bracket'][0]:.2f}, {q['bracket'][1]:.2f}]"
     return f"{v:.2f}"
@@ -341,7 +341,8 @@ def render(rows: list[dict[str, Any]], cfg: dict[str, Any], cmd: str, quick: boo
         f"d = {cfg['d']} (forced DMFT with paired force weights, `dmftsolve transition`, "
         f"{cfg['draws']} draws per δ, horizon "
         f"{cfg['transition_steps']} steps, δ grid {', '.join(f'{x:g}' for x in cfg['transition_grid'])}), "
-        "± bootstrap error.",
+        "± bootstrap error; cells marked '(Poisson weights)' were computed with the earlier default "
+        "and are shown until the paired ones are run (`--quantities d50`).",
         "",
         "Reading the numbers:",
         "",
@@ -476,9 +477,13 @@ def main(argv: list[str] | None = None) -> int:
                                       or (acts is not None and act not in acts))
                                      and not (kind == "d50" and (m != 1 or target in K2))):
                     # not asked for, or --replot (which never computes): shown as 'not run yet';
-                    # an n/a δ_50 costs nothing and is always filled when computing
-                    row[kind] = None
-                    missing += 1
+                    # an n/a δ_50 costs nothing and is always filled when computing. A δ_50
+                    # computed before the paired weights became the default is shown, marked.
+                    legacy = cache.get({k: v for k, v in key.items() if k != "force_weights"}) \
+                        if kind == "d50" else None
+                    ok = legacy is not None and legacy.get("value") is not None
+                    row[kind] = {**legacy, "force_weights": "poisson"} if ok else None
+                    missing += 0 if ok else 1
                 elif ex is None:
                     row[kind] = cache.put(key, compute(kind, target, act, m, cfg))
                     cache.computed += 1
