@@ -442,11 +442,7 @@ def report(res: dict[str, Any]) -> None:
                                        c.get("paths_per_sample") or 0, c.get("force_weights") or "",
                                        c.get("seed", 1))):
             th, ge = c["delta_50"], c["gd_delta_50"]
-            ok = "–"
-            diff = "–"
-            if th is not None and ge is not None and math.isfinite(th) and math.isfinite(ge):
-                diff = f"{th - ge:+.2f}"
-                ok = "yes" if abs(th - ge) <= max(0.3, 0.05 * ge) else "no"
+            diff, ok = within(th, ge)
             gw = c.get("gd_width")
             L.append(f"| {c['case']} | {c['d']} | {label(c)} | {c['T']} | "
                      f"{fmt(th, c['delta_50_err'])} ({c['width']:.2f}) | {fmt(ge, c['gd_delta_50_err'])}"
@@ -462,10 +458,7 @@ def report(res: dict[str, Any]) -> None:
             for base, q in pool.items():
                 c = q["curve"]
                 ge = c["gd_delta_50"]
-                ok, diff = "–", "–"
-                if ge is not None and math.isfinite(ge) and math.isfinite(q["delta_50"]):
-                    diff = f"{q['delta_50'] - ge:+.2f}"
-                    ok = "yes" if abs(q["delta_50"] - ge) <= max(0.3, 0.05 * ge) else "no"
+                diff, ok = within(q["delta_50"], ge)
                 name = base.replace("|", " · ")  # a '|' would split the table's cell
                 lo, hi = min(q["draws"]), max(q["draws"])  # grids of the seeds may differ
                 L.append(f"| `{name}` | {', '.join(map(str, q['seeds']))} | "

@@ -68,30 +68,28 @@ def _load(path: Path, name: str) -> Any:
     return mod
 
 
-def gd_points(run: dict[str, Any]) -> list[dict[str, Any]]:
-    """Per δ of one ``gd_transition_counts`` run: first-passage and final-cosine successes by its
-    horizon, and the final cosine's median and 30/70 % percentiles over all trials."""
+def gd_points(run: dict[str, Any], gtc: Any) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Per δ of one ``gd_transition_counts`` run: its own summary rows (first-passage and
+    final-cosine successes by the horizon, :func:`gd_transition_counts.summarise`) with a
+    binomial error floored at ``1/(2√n)`` (never zero), and the final cosine's median and
+    30/70 % percentiles over all trials; plus the summary (its probit δ_50)."""
+    sm = gtc.summarise(run)
     out = []
-    T = int(run["T"])
-    for pt in sorted(run["points"].values(), key=lambda p: p["delta"]):
-        trials = [t for ch in pt["chunks"] for t in ch["trials"]]
-        if not trials:
-            continue
-        fin = np.array([t["final_cosine"] if t["final_cosine"] is not None else np.nan for t in trials])
-        first = sum(1 for t in trials if t["escape_step"] is not None and t["escape_step"] <= T)
-        final = int(np.sum(np.isfinite(fin) & (fin > SUCCESS)))
-        n = len(trials)
-        p = first / n
+    for r in sm["rows"]:
+        pt = run["points"][next(k for k in run["points"] if float(k) == r["delta"])]
+        fin = np.array([t["final_cosine"] if t["final_cosine"] is not None else np.nan
+                        for ch in pt["chunks"] for t in ch["trials"]])
         q30, med, q70 = np.nanpercentile(fin, [30, 50, 70])
-        out.append({"delta": float(pt["delta"]), "trials": n, "successes": first,
-                    "successes_final": final, "p": p,
+        n, p = r["trials"], r["p"]
+        out.append({"delta": r["delta"], "trials": n, "successes": r["successes"],
+                    "successes_final": r["successes_final"], "p": p,
                     "p_err": float(np.sqrt(max(p * (1 - p), 0.25 / n) / n)),
-                    "p_final": final / n, "cos_q30": float(q30), "cos_median": float(med),
+                    "p_final": r["successes_final"] / n, "cos_q30": float(q30), "cos_median": float(med),
                     "cos_q70": float(q70)})
-    return out
+    return out, sm
 
 
-def build(cases: list[str], counts: dict[str, Any], theory: dict[str, Any], tvs: Any,
+def build(cases: list[str], counts: dict[str, Any], theory: dict[str, Any], tvs: Any, gtc: Any,
           nn: dict[str, Any]) -> dict[str, Any]:
     """The figure's data: per case, per d, GD points, GD's probit δ_50 and the default theory curve."""
     data: dict[str, Any] = {"cases": {}}
@@ -102,14 +100,13 @@ def build(cases: list[str], counts: dict[str, Any], theory: dict[str, Any], tvs:
                                  "delta_nn": nn.get(name)}
         runs = sorted((r for r in counts["runs"].values() if r["case"] == name), key=lambda r: r["d"])
         for run in runs:
-            pts = gd_points(run)
+            pts, sm = gd_points(run, gtc)
             if len(pts) < 2:
                 continue
-            fit = tvs.probit_fit(np.array([p["delta"] for p in pts]), np.array([p["successes"] for p in pts]),
-                                 np.array([p["trials"] for p in pts]))
             th = tvs.default_curve(theory, name, int(run["d"]))
             entry["ds"][str(run["d"])] = {
-                "gd": pts, "gd_delta_50": fit[0], "gd_delta_50_err": fit[1], "gd_width": fit[2],
+                "gd": pts, "gd_delta_50": sm["delta_50"], "gd_delta_50_err": sm["delta_50_err"],
+                "gd_width": sm["width"],
                 "theory": None if th is None else {k: th[k] for k in (
                     "deltas", "p", "p_err", "successes", "draws", "delta_50", "delta_50_err", "width",
                     "run", "keys")}}
@@ -190,6 +187,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-nn", action="store_true", help="do not draw (or compute) δ_NN(t·η = 1)")
     args = p.parse_args(argv)
     tvs = _load(ROOT / "validation" / "transition_vs_simulation.py", "transition_vs_simulation")
+    gtc = _load(ROOT / "validation" / "gd_transition_counts.py", "gd_transition_counts")
     cases = [c.strip() for c in args.cases.split(",") if c.strip()]
     bad = [c for c in cases if c not in tvs.CASES]
     if not cases or bad:
@@ -197,8 +195,14 @@ def main(argv: list[str] | None = None) -> int:
     for flag, path in (("--counts", args.counts), ("--theory", args.theory)):
         if not path.is_file():
             p.error(f"{flag}: no such file {str(path)!r}")
-    counts = json.loads(args.counts.read_text())
-    theory = json.loads(args.theory.read_text())
+    try:
+        counts = json.loads(args.counts.read_text())
+        theory = json.loads(args.theory.read_text())
+        if not isinstance(counts.get("runs"), dict) or not isinstance(theory.get("curves"), dict):
+            raise ValueError("expected a 'runs' table in --counts and a 'curves' table in --theory")
+    except (ValueError, AttributeError) as exc:
+        p.error(f"--counts / --theory: not the JSON of gd_transition_counts.py / "
+                f"transition_vs_simulation.py ({str(exc)[:120]})")
     tvs.migrate(theory)
     nn: dict[str, Any] = {}
     if not args.no_nn:
@@ -215,7 +219,7 @@ def main(argv: list[str] | None = None) -> int:
                 key["bracket"] = case["nn_bracket"]
             nn[name] = cache.get_or_compute(key, sc.delta_nn_early, case, NN["nn_paths"],
                                             NN["nn_replicates"], NN["seed"], False)
-    data = build(cases, counts, theory, tvs, nn)
+    data = build(cases, counts, theory, tvs, gtc, nn)
     gd_src = str(args.counts.relative_to(ROOT)) if args.counts.is_relative_to(ROOT) else str(args.counts)
     settings = {"figure": NAME, "gd": gd_src, "theory": "default_curve of transition_vs_simulation.json",
                 "success": "cosine > 1/2 by T", "delta_nn": "none" if args.no_nn
