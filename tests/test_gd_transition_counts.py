@@ -192,11 +192,13 @@ def test_transition_curves_pooled_over_seeds() -> None:
     base = {"case": "gelu_z2m1", "d": 2000, "gd_delta_50": 7.0, "gd_delta_50_err": 0.1}
     curves = {
         "gelu_z2m1|2000|forced@paired": {**base, "seed": 1, "deltas": [6.5, 7.0, 7.5],
-                                         "successes": [2, 5, 12], "draws": [16, 16, 16]},
+                                         "successes": [2, 5, 12], "draws": [16, 16, 16],
+                                         "p_err": [0.05, 0.1, 0.1]},
         "gelu_z2m1|2000|forced@paired@seed2": {**base, "seed": 2, "deltas": [6.5, 7.0, 8.0],
-                                               "successes": [10, 20, 30], "draws": [32, 32, 32]},
+                                               "successes": [10, 20, 30], "draws": [32, 32, 32],
+                                               "p_err": [0.08, 0.09, 0.05]},
         "gelu_z2|2000|forced@paired": {**base, "seed": 1, "deltas": [9.0], "successes": [3],
-                                       "draws": [16]},
+                                       "draws": [16], "p_err": [0.1]},
     }
     out = tvs.pooled(curves)
     assert list(out) == ["gelu_z2m1|2000|forced@paired"]

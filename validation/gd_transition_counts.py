@@ -237,15 +237,24 @@ def summarise(entry: dict[str, Any], by_t: bool = False) -> dict[str, Any]:
     if by_t and len(rows) >= 2:
         out["by_T"] = {}
         for t in (*[x for x in BY_T if x < T], T):
-            ks = []
-            for k in sorted(entry["points"], key=float):
-                trs = [r for ch in entry["points"][k]["chunks"] for r in ch["trials"]]
-                if trs:
-                    ks.append(sum(1 for r in trs if r["escape_step"] is not None and r["escape_step"] <= t))
-            f = probit_fit(np.array([r["delta"] for r in rows]), np.array(ks),
-                           np.array([r["trials"] for r in rows]))
-            out["by_T"][str(t)] = {"successes": ks, "delta_50": f[0], "delta_50_err": f[1], "width": f[2]}
+            xs, ks, ns = counts_by(entry, t)
+            f = probit_fit(xs, ks, ns)
+            out["by_T"][str(t)] = {"successes": ks.tolist(), "delta_50": f[0], "delta_50_err": f[1],
+                                   "width": f[2]}
     return out
+
+
+def counts_by(entry: dict[str, Any], t: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(deltas, successes, trials)`` of one run's points with trials, a success being a first
+    passage of the cosine above 1/2 at a recorded step ≤ ``t``."""
+    xs, ks, ns = [], [], []
+    for k in sorted(entry["points"], key=float):
+        trs = [r for ch in entry["points"][k]["chunks"] for r in ch["trials"]]
+        if trs:
+            xs.append(float(k))
+            ks.append(sum(1 for r in trs if r["escape_step"] is not None and r["escape_step"] <= t))
+            ns.append(len(trs))
+    return np.array(xs), np.array(ks), np.array(ns)
 
 
 def write(res: dict[str, Any], out: Path, stem: str, final: bool = False) -> None:

@@ -23,6 +23,7 @@ Run: ``python validation/transition_vs_simulation.py [--only NAME] [--draws K] [
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import math
 import time
@@ -80,6 +81,10 @@ CASES: dict[str, dict[str, Any]] = {
 }
 CONSTRUCTIONS = ("forced", "quenched", "finite_n", "initial")
 GD_COUNTS = OUT / "gd_transition_counts.json"
+_spec = importlib.util.spec_from_file_location("gd_transition_counts",
+                                               Path(__file__).resolve().parent / "gd_transition_counts.py")
+_GTC = importlib.util.module_from_spec(_spec)  # the GD counts' own first-passage counting
+_spec.loader.exec_module(_GTC)
 #: finding (k), docs/findings.md: GeLU, y = min(z², 3), d = 1000, 400 steps, 8 trials
 GD_MIN3 = {1000: {"deltas": [8.0, 10.0, 13.0], "successes": [0, 6, 8], "trials": [8, 8, 8],
                    "source": "findings (k)"}}
@@ -306,8 +311,8 @@ def label(c: dict[str, Any]) -> str:
 
 def pooled(curves: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """Curves of one configuration run with several seeds (keys ``…@seedN``), pooled: the counts
-    summed per δ (each seed's draws are an unbiased stratified sample, so the pooled fraction is
-    too) and one probit fit on the pooled counts. Configurations with a single seed are left out."""
+    summed per δ (:func:`summed_counts`) and one probit fit on the pooled counts. Configurations
+    with a single seed are left out."""
     groups: dict[str, list[dict[str, Any]]] = {}
     for key, c in curves.items():
         groups.setdefault(key.split("@seed")[0], []).append(c)
@@ -315,20 +320,32 @@ def pooled(curves: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
     for base, cs in groups.items():
         if len(cs) < 2:
             continue
-        k: dict[float, list[int]] = {}
-        for c in cs:
-            for x, s, n in zip(c["deltas"], c["successes"], c["draws"], strict=True):
-                k.setdefault(float(x), [0, 0])
-                k[float(x)][0] += int(s)
-                k[float(x)][1] += int(n)
-        xs = sorted(k)
-        succ = np.array([k[x][0] for x in xs])
-        tot = np.array([k[x][1] for x in xs])
+        xs, succ, tot, _, _ = summed_counts(cs)
         fit = probit_fit(np.array(xs), succ, tot)
         out[base] = {"seeds": sorted(c.get("seed", 1) for c in cs), "deltas": xs,
                      "successes": succ.tolist(), "draws": tot.tolist(), "delta_50": fit[0],
                      "delta_50_err": fit[1], "width": fit[2], "curve": cs[0]}
     return out
+
+
+def summed_counts(cs: list[dict[str, Any]]) -> tuple[list[float], np.ndarray, np.ndarray,
+                                                       list[float], list[list[int]]]:
+    """Curves' counts summed per δ (each seed's draws are an unbiased stratified sample, so the
+    pooled fraction is too): ``(deltas, successes, draws, p_err, escape steps)``, with ``p_err``
+    the curves' errors combined by draws and the draws' escape steps pooled (−1: none)."""
+    per: dict[float, list[float]] = {}  # δ -> [successes, draws, Σ (draws · p_err)²]
+    esc: dict[float, list[int]] = {}
+    for c in cs:
+        for x, k, n, e in zip(c["deltas"], c["successes"], c["draws"], c["p_err"], strict=True):
+            acc = per.setdefault(float(x), [0, 0, 0.0])
+            acc[0] += int(k)
+            acc[1] += int(n)
+            acc[2] += (n * e) ** 2
+        for x, es in zip(c["deltas"], c.get("escape_steps") or [[]] * len(c["deltas"]), strict=True):
+            esc.setdefault(float(x), []).extend(-1 if v is None else int(v) for v in es)
+    xs = sorted(per)
+    return (xs, np.array([per[x][0] for x in xs]), np.array([per[x][1] for x in xs]),
+            [math.sqrt(per[x][2]) / per[x][1] for x in xs], [esc.get(x, []) for x in xs])
 
 
 def default_curve(res: dict[str, Any], case: str, d: int) -> dict[str, Any] | None:
@@ -351,19 +368,7 @@ def default_curve(res: dict[str, Any], case: str, d: int) -> dict[str, Any] | No
     if not pick:
         return None
     cs = [pick[k] for k in sorted(pick)]
-    per: dict[float, list[float]] = {}  # δ -> [successes, draws, Σ (draws · p_err)²]
-    esc: dict[float, list[int]] = {}  # δ -> the draws' escape steps (−1: none), seeds pooled
-    for c in cs:
-        for x, k, n, e in zip(c["deltas"], c["successes"], c["draws"], c["p_err"], strict=True):
-            acc = per.setdefault(float(x), [0.0, 0.0, 0.0])
-            acc[0] += k
-            acc[1] += n
-            acc[2] += (n * e) ** 2
-        for x, es in zip(c["deltas"], c.get("escape_steps") or [[]] * len(c["deltas"]), strict=True):
-            esc.setdefault(float(x), []).extend(-1 if v is None else int(v) for v in es)
-    xs = sorted(per)
-    succ = np.array([per[x][0] for x in xs])
-    tot = np.array([per[x][1] for x in xs])
+    xs, succ, tot, p_err, esc = summed_counts(cs)
     if len(cs) == 1:
         fit = (cs[0]["delta_50"], cs[0]["delta_50_err"], cs[0]["width"])
     else:
@@ -374,8 +379,7 @@ def default_curve(res: dict[str, Any], case: str, d: int) -> dict[str, Any] | No
            + (f", {len(cs)} seeds pooled" if len(cs) > 1 else ""))
     return {"case": case, "d": d, "keys": sorted(pick), "weights": weights, "run": run,
             "deltas": xs, "successes": succ.tolist(), "draws": tot.tolist(),
-            "escape_steps": [esc.get(x, []) for x in xs],
-            "p": (succ / tot).tolist(), "p_err": [math.sqrt(per[x][2]) / per[x][1] for x in xs],
+            "escape_steps": esc, "p": (succ / tot).tolist(), "p_err": p_err,
             "delta_50": fit[0], "delta_50_err": fit[1], "width": fit[2], "gd": c0.get("gd"),
             "gd_delta_50": c0.get("gd_delta_50"), "gd_delta_50_err": c0.get("gd_delta_50_err"),
             "gd_width": c0.get("gd_width")}
@@ -393,15 +397,11 @@ def by_horizon(q: dict[str, Any], Ts: tuple[int, ...]) -> dict[int, tuple[Fit, F
     run = runs.get(f"{q['case']}|{q['d']}")
     if run is None or not all(len(e) == n for e, n in zip(q["escape_steps"], q["draws"], strict=True)):
         return {}
-    pts = sorted(run["points"].values(), key=lambda p: p["delta"])
-    g_x = np.array([p["delta"] for p in pts])
-    g_esc = [[t["escape_step"] for ch in p["chunks"] for t in ch["trials"]] for p in pts]
     out = {}
     for T in Ts:
         k = [sum(1 for v in e if 0 <= v <= T) for e in q["escape_steps"]]
         th = cached_probit_fit(q["deltas"], k, q["draws"])
-        gd = cached_probit_fit(g_x, [sum(1 for v in e if v is not None and v <= T) for e in g_esc],
-                               [len(e) for e in g_esc])
+        gd = cached_probit_fit(*_GTC.counts_by(run, T))
         out[T] = ((th[0], th[1]), (gd[0], gd[1]))
     return out
 
