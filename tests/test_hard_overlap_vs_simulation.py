@@ -1,10 +1,10 @@
 """``validation/hard_overlap_vs_simulation.py`` in its ``--quick`` configuration.
 
 Checks what holds exactly whatever the sample: the noise part starts at ``m_0 = 0`` in GD and
-in the forced DMFT; the forced DMFT's ``Var m_0`` is the mean square of its stratified
-``N(0, 1)`` starts (within the stratification error); GD's ``Var m_0`` is the sample variance
-of ``√d w_0[0]`` with ``w_0 ~ N(0, I/d)``; the r² cases run 5 times the steps of the GeLU
-cases; a rerun reads the cache; bad arguments fail with a message.
+in the forced DMFT (Poisson and paired force weights); the forced DMFT's ``Var m_0`` is the
+mean square of its stratified ``N(0, 1)`` starts (within the stratification error); GD's
+``Var m_0`` is the sample variance of ``√d w_0[0]`` with ``w_0 ~ N(0, I/d)``; the r² cases run
+5 times the steps of the GeLU cases; a rerun reads the cache; bad arguments fail with a message.
 """
 
 from __future__ import annotations
@@ -44,10 +44,14 @@ def test_initial_values(quick: tuple[Path, dict[str, Any]]) -> None:
     _, res = quick
     assert set(res["cases"]) == {"gelu_z2m1", "quad_z2"}
     for e in res["cases"].values():
-        fo = e["theory"]["forced_100"]
-        assert fo["var_noise"][0] == 0.0
-        # stratified quantiles of N(0, 1): mean square within ~1/K of 1 for K = 8 draws
-        assert abs(fo["var"][0] - 1.0) < 0.35
+        for key in ("forced_100", "forced_100_paired"):  # Poisson and paired force weights
+            fo = e["theory"][key]
+            assert fo["var_noise"][0] == 0.0
+            # stratified quantiles of N(0, 1): mean square within ~1/K of 1 for K = 8 draws
+            assert abs(fo["var"][0] - 1.0) < 0.35
+            assert np.all(np.isfinite(fo["var"])) and fo["failed"] == 0
+        # the two weights draw different forces: the noise parts differ after the first step
+        assert e["theory"]["forced_100"]["var_noise"][-1] != e["theory"]["forced_100_paired"]["var_noise"][-1]
         g = e["gd"]["100"]
         assert g["var_noise"][0] == 0.0
         # sample variance of 8 N(0, 1) draws: within 4 standard errors √(2/7)
@@ -75,3 +79,5 @@ def test_report_and_resume(quick: tuple[Path, dict[str, Any]]) -> None:
 def test_bad_case(tmp_path: Path) -> None:
     with pytest.raises(SystemExit):
         hov.main(["--quick", "--out-dir", str(tmp_path), "--cases", "nope"])
+    with pytest.raises(SystemExit):
+        hov.main(["--quick", "--out-dir", str(tmp_path), "--weights", "uniform"])

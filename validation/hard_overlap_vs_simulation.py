@@ -11,14 +11,15 @@ random-start size. For each case (GeLU and r² neurons; ``z²``, ``z² − 1`` a
   variance over trials ± √(2/(n−1))·var.
 * **linearised law** (:func:`dmftsolve.dynamics.hard_overlap.hard_overlap_law`, pathwise:
   ``Var m_t = q0 A_t² + noise``, 4 replicates × 2·10⁴ paths, t ≤ 20; d-independent).
-* **forced DMFT** (the construction :func:`dmftsolve.thresholds.finite_d_transition.transition`
-  used by default until the paired force weights: 2·10⁴ reflection-paired paths, the overlap
-  update driven through Poisson bootstrap weights of ``n = δd`` samples): ``K`` draws with
-  ``m_0`` at stratified quantiles of ``N(0, q0)`` (Var) and ``K`` with ``m_0 = 0`` (noise
-  part), at d = 1000; the mean of ``m_t²`` over draws ± its standard error. Beyond t ≈ 20
-  this is the quantity that matters: the nonlinear escape, not the linearisation. The solve's
-  keywords repeat those of the ``"forced"`` construction in ``finite_d_transition._draw``
-  with ``force_weights="poisson"`` (kept in step by hand).
+* **forced DMFT** (the construction of :func:`dmftsolve.thresholds.finite_d_transition.transition`:
+  2·10⁴ reflection-paired paths, the overlap update driven through bootstrap weights of
+  ``n = δd`` samples), with the Poisson force weights (the default until the paired ones;
+  the solve's keywords written out in :func:`forced_m`) and with the paired weights (the
+  default; the library's own :func:`~dmftsolve.thresholds.finite_d_transition.solve_draw`):
+  ``K`` draws with ``m_0`` at stratified quantiles of ``N(0, q0)`` (Var) and ``K`` with
+  ``m_0 = 0`` (noise part), at d = 1000; the mean of ``m_t²`` over draws ± its standard error.
+  Beyond t ≈ 20 this is the quantity that matters: the nonlinear escape, not the
+  linearisation. ``--weights`` picks which to run.
 
 Output: ``validation/results/hard_overlap_vs_simulation.{json,md}``; finished
 (case, part, d) entries are cached in the JSON and not recomputed.
@@ -51,6 +52,7 @@ from dmftsolve import Problem  # noqa: E402
 from dmftsolve.dynamics.dmft import solve_dmft  # noqa: E402
 from dmftsolve.dynamics.hard_overlap import HardOverlapSettings, hard_overlap_law  # noqa: E402
 from dmftsolve.results import jsonable  # noqa: E402
+from dmftsolve.thresholds.finite_d_transition import TransitionSettings, solve_draw  # noqa: E402
 
 OUT = Path(__file__).resolve().parent / "results"
 
@@ -69,6 +71,11 @@ QUICK = {"T": 10, "times": (5, 10), "gd": {100: 8}, "pathwise_T": 10, "paths": 2
          "replicates": 2, "draws": 8, "theory_d": 100}
 
 
+#: the forced DMFT's force weights, each its own column: Poisson (the runs made before the paired
+#: weights became the default) and paired (``TransitionSettings``' default)
+WEIGHTS = ("poisson", "paired")
+
+
 def log(msg: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
@@ -77,21 +84,31 @@ def problem_of(c: dict[str, Any], steps: int) -> Problem:
     return Problem.build(target=c["target"], activation=c["activation"], eta=c["eta"], steps=steps)
 
 
-def forced_m(c: dict[str, Any], d: int, draws: int, T: int, paths: int, seed: int = 5) -> np.ndarray:
+def forced_m(c: dict[str, Any], d: int, draws: int, T: int, paths: int, seed: int = 5,
+             force_weights: str = "poisson") -> np.ndarray:
     """``m_t`` of the forced DMFT, ``(2, draws, T + 1)``: stratified ``m_0 ~ N(0, q0)``, then
-    ``m_0 = 0`` (the same per-draw seeds, so the two share their force)."""
+    ``m_0 = 0`` (the same per-draw seeds, so the two share their force).
+
+    ``force_weights="poisson"`` is the run committed before the paired weights (its solve's
+    keywords written out here, seeds ``[seed, d, k]``); ``"paired"`` runs the library's draw,
+    :func:`~dmftsolve.thresholds.finite_d_transition.solve_draw`, with the transition's default
+    settings but ``paths`` kernel paths (seed ``seed``)."""
     p = problem_of(c, T)
     q0 = float(p.training.init.q0)
     n = int(round(c["delta"] * d))
     rng = np.random.default_rng([seed, d])
     m0 = math.sqrt(q0) * ndtri((np.arange(draws) + rng.random(draws)) / draws)
+    s = TransitionSettings(seed=seed, n_paths=paths, force_weights=force_weights)
     out = np.full((2, draws, T + 1), np.nan)
     for v, starts in enumerate((m0, np.zeros(draws))):
         for k, x in enumerate(starts):
-            q = p.replace(M0=[[float(x) / math.sqrt(d)]], Q0=[[q0]], hold_zero=[])
-            r = solve_dmft(q, c["delta"], n_paths=paths, reflect=(0,), force_samples=n,
-                           seed=int(np.random.SeedSequence([seed, d, k]).generate_state(1)[0]),
-                           errors="none", test_loss="none", throw=False)
+            if force_weights == "paired":
+                r = solve_draw(p, c["delta"], d, k, float(x), s, T)
+            else:
+                q = p.replace(M0=[[float(x) / math.sqrt(d)]], Q0=[[q0]], hold_zero=[])
+                r = solve_dmft(q, c["delta"], n_paths=paths, reflect=(0,), force_samples=n,
+                               seed=int(np.random.SeedSequence([seed, d, k]).generate_state(1)[0]),
+                               errors="none", test_loss="none", throw=False)
             if r.ok:
                 out[v, k] = r.M[:, 0, 0] * math.sqrt(d)
     return out
@@ -123,7 +140,8 @@ def scale(c: dict[str, Any]) -> int:
     return max(1, int(round(0.5 / c["eta"])))
 
 
-def run_case(res: dict[str, Any], name: str, cfg: dict[str, Any], save: Any, gd_ds: set[int]) -> None:
+def run_case(res: dict[str, Any], name: str, cfg: dict[str, Any], save: Any, gd_ds: set[int],
+             weights_run: tuple[str, ...] = WEIGHTS) -> None:
     c = CASES[name]
     sc = scale(c)
     entry = res["cases"].setdefault(name, {**c, "step_scale": sc, "gd": {}, "theory": {}})
@@ -151,17 +169,24 @@ def run_case(res: dict[str, Any], name: str, cfg: dict[str, Any], save: Any, gd_
                                        "seconds": time.perf_counter() - t0}
         log(f"{name} pathwise: {time.perf_counter() - t0:.0f} s")
         save()
-    key = f"forced_{cfg['theory_d']}"
-    if key not in entry["theory"]:
+    for weights in weights_run:
+        key = forced_key(cfg, weights)
+        if key in entry["theory"]:
+            continue
         t0 = time.perf_counter()
-        m = forced_m(c, cfg["theory_d"], cfg["draws"], T, cfg["paths"])
+        m = forced_m(c, cfg["theory_d"], cfg["draws"], T, cfg["paths"], force_weights=weights)
         v, e = mean_sq(m[0])
         vn, en = mean_sq(m[1])
         entry["theory"][key] = {"var": v, "var_err": e, "var_noise": vn, "var_noise_err": en,
                                 "draws": cfg["draws"], "failed": int((~np.isfinite(m[:, :, -1])).sum()),
-                                "seconds": time.perf_counter() - t0}
-        log(f"{name} forced d={cfg['theory_d']}: {time.perf_counter() - t0:.0f} s")
+                                "force_weights": weights, "seconds": time.perf_counter() - t0}
+        log(f"{name} forced ({weights} weights) d={cfg['theory_d']}: {time.perf_counter() - t0:.0f} s")
         save()
+
+
+def forced_key(cfg: dict[str, Any], weights: str) -> str:
+    """JSON key of the forced DMFT's entry (``forced_<d>`` for the Poisson weights, as before)."""
+    return f"forced_{cfg['theory_d']}" + ("_paired" if weights == "paired" else "")
 
 
 def fmt(x: Any, e: Any) -> str:
@@ -184,30 +209,31 @@ def report(res: dict[str, Any], cfg: dict[str, Any]) -> str:
          f"(pathwise, {cfg['replicates']} × {cfg['paths']} paths, t ≤ {cfg['pathwise_T']} for η = 0.5, "
          "d-independent). Steps: the r² cases (η = 0.1) run 5 times as many steps as the GeLU "
          "cases (η = 0.5), so the rows compare equal ηt. Forced DMFT: the transition's forced "
-         "construction with Poisson weights, "
-         f"{cfg['draws']} draws with stratified m_0 ~ N(0, q0) and {cfg['draws']} with m_0 = 0, at "
-         f"d = {cfg['theory_d']}; mean m_t² ± standard error. 'agree' compares the forced DMFT with "
+         "construction, with the Poisson force weights (the default before the paired ones) and "
+         "with the paired weights (`TransitionSettings`' default, `solve_draw`), "
+         f"{cfg['draws']} draws with stratified m_0 ~ N(0, q0) and {cfg['draws']} with m_0 = 0 each, at "
+         f"d = {cfg['theory_d']}; mean m_t² ± standard error. 'agree' compares each forced DMFT with "
          f"GD at d = {cfg['theory_d']} (within 2 combined standard errors), Var and noise part.", ""]
     for name, e in res["cases"].items():
         L += [f"## {name}: `{e['target']}`, {e['activation']}, η = {e['eta']}, δ = {e['delta']:g}", "",
               "| t | GD Var (d = " + ", ".join(e["gd"]) + ") | GD noise | linearised Var | "
-              "linearised noise | forced Var | forced noise | agree (Var, noise) |",
+              "linearised noise | forced Var, Poisson / paired | forced noise, Poisson / paired | "
+              "agree (Var, noise), Poisson / paired |",
               "|---|---|---|---|---|---|---|---|"]
         pw = e["theory"].get("pathwise")
-        fo = e["theory"].get(f"forced_{cfg['theory_d']}")
+        fos = [e["theory"].get(forced_key(cfg, w)) for w in WEIGHTS]
+        g = e["gd"].get(str(cfg["theory_d"]))
         for t in (x * e["step_scale"] for x in cfg["times"]):
             gv = " / ".join(fmt(g["var"][t], g["var_err"][t]) for g in e["gd"].values())
             gn = " / ".join(fmt(g["var_noise"][t], g["var_noise_err"][t]) for g in e["gd"].values())
             ok_pw = pw is not None and t < len(pw["var"])
             lv = fmt(pw["var"][t], pw["var_err"][t]) if ok_pw else "–"
             ln = fmt(pw["var_noise"][t], pw["var_noise_err"][t]) if ok_pw else "–"
-            fv = fmt(fo["var"][t], fo["var_err"][t]) if fo else "–"
-            fn = fmt(fo["var_noise"][t], fo["var_noise_err"][t]) if fo else "–"
-            g = e["gd"].get(str(cfg["theory_d"]))
-            ag = "–"
-            if fo and g:
-                ag = ", ".join(within(fo[k][t], fo[k + "_err"][t], g[k][t], g[k + "_err"][t])
-                               for k in ("var", "var_noise"))
+            fv = " / ".join(fmt(fo["var"][t], fo["var_err"][t]) if fo else "–" for fo in fos)
+            fn = " / ".join(fmt(fo["var_noise"][t], fo["var_noise_err"][t]) if fo else "–" for fo in fos)
+            ag = " / ".join(
+                ", ".join(within(fo[k][t], fo[k + "_err"][t], g[k][t], g[k + "_err"][t])
+                          for k in ("var", "var_noise")) if fo and g else "–" for fo in fos)
             L.append(f"| {t} | {gv} | {gn} | {lv} | {ln} | {fv} | {fn} | {ag} |")
         L.append("")
     return "\n".join(L) + "\n"
@@ -220,11 +246,18 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--ds", default="", help="comma-separated GD input dimensions (default: all)")
     ap.add_argument("--out-dir", default=str(OUT), help="output directory (default validation/results)")
     ap.add_argument("--report", action="store_true", help="only rebuild the Markdown from the JSON")
+    ap.add_argument("--weights", default=",".join(WEIGHTS),
+                    help="comma-separated force weights of the forced DMFT to run, of "
+                         f"{', '.join(WEIGHTS)} (default: both; each is cached on its own)")
     args = ap.parse_args(argv)
     names = [x for x in args.cases.split(",") if x]
     bad = [x for x in names if x not in CASES]
     if bad:
         ap.error(f"--cases: unknown {bad}; choose from {list(CASES)}")
+    weights = tuple(x for x in args.weights.split(",") if x)
+    bad_w = sorted(set(weights) - set(WEIGHTS))
+    if bad_w or not weights:
+        ap.error(f"--weights: unknown {bad_w or weights}; choose from {list(WEIGHTS)}")
     cfg = QUICK if args.quick else FULL
     try:
         keep = {int(x) for x in args.ds.split(",") if x} if args.ds else set(cfg["gd"])
@@ -250,7 +283,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if not args.report:
         with threadpool_limits(1):
             for name in names:
-                run_case(res, name, cfg, save, keep)
+                run_case(res, name, cfg, save, keep, weights)
     save()
     return res
 
