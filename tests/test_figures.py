@@ -175,6 +175,24 @@ def test_results_table_quick(tmp_path: Path) -> None:
     assert again["diagnostics"]["computed"] == 0 and again["rows"] == rows
 
 
+def test_results_table_not_converged_cell() -> None:
+    """A long-time δ_NN whose rule was not met shows its value at T (and at T/2 when the message
+    has it) instead of a cut message; the messages are in the form of
+    ``hessian_threshold.combine``'s."""
+    sys.path.insert(0, str(ROOT / "validation"))
+    import results_table as rt
+
+    head = ("δ_NN = 10.857 ± 0.24 (mean ± standard error over 3 independent DMFT seeds, bisection "
+            "resolution included; replicate brackets [10.76, 11.38]); long-time rule NOT met: ")
+    tail = "δ_NN(T/2=100) = 9.31 ± 0.31 vs δ_NN(T=200) = 10.857 ± 0.24 (tolerance 0.78)"
+    assert rt.fmt({"value": None, "status": "not_converged", "why": head + tail}) == (
+        "10.86 ± 0.24 at T = 200, 9.3 ± 0.3 at T = 100: not converged in T")
+    cut = rt.fmt({"value": None, "status": "not_converged", "why": head + "δ_"})
+    assert cut.startswith("10.86 ± 0.24 at T = 200, not converged")
+    other = rt.fmt({"value": None, "status": "not_converged", "why": "no bracket at T/2"})
+    assert other.startswith("— (not_converged: no bracket")
+
+
 @pytest.mark.slow
 @pytest.mark.dask
 def test_success_curves_on_a_dask_cluster_equals_serial(tmp_path: Path) -> None:

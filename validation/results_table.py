@@ -149,7 +149,7 @@ def compute(kind: str, target: str, act: str, m: int, cfg: dict[str, Any]) -> di
             ok = r.ok and r.delta_nn is not None
             return {"value": r.delta_nn if ok else None, "error": r.stderr if ok else None,
                     "bracket": r.bracket, "status": r.status.value,
-                    "why": "" if ok else (r.message or "no threshold")[:200], "hard": list(r.hard),
+                    "why": "" if ok else (r.message or "no threshold")[:600], "hard": list(r.hard),
                     "warnings": [w[:160] for w in r.warnings][:3], "elapsed": time.perf_counter() - t0}
         if kind == "d50":
             p = row_problem(target, act, m, cfg["transition_steps"])
@@ -249,6 +249,20 @@ def short_reason(why: str) -> str:
     return first
 
 
+def not_converged(why: str) -> str | None:
+    """The cell of a long-time δ_NN whose rule was not met: the value at T with its error, and at
+    T/2 where the (untruncated) message has it; ``None`` if the message has no value."""
+    full = re.search(r"δ_NN = ([0-9.]+) ± ([0-9.eE+-]+) \(mean", why)
+    if not full:
+        return None
+    at_t = round_pm(float(full.group(1)), float(full.group(2)))
+    half = re.search(r"δ_NN\(T/2=(\d+)\) = ([0-9.]+) ± ([0-9.eE+-]+) vs δ_NN\(T=(\d+)\)", why)
+    if half:
+        return (f"{at_t} at T = {half.group(4)}, {round_pm(float(half.group(2)), float(half.group(3)))} "
+                f"at T = {half.group(1)}: not converged in T")
+    return f"{at_t} at T = 200, not converged in T (δ_NN(T/2) differs by more than the tolerance)"
+
+
 def no_hard_direction(rows: list[dict[str, Any]], target: str) -> bool:
     """Whether any cached δ_NN of ``target`` failed because it has no hard direction."""
     return any("has no hard direction" in ((r.get(k) or {}).get("why") or "")
@@ -289,6 +303,10 @@ def fmt(q: dict[str, Any] | None) -> str:
             return f"> {float(above.group(1)):g} (no negative hard outlier in the bracket)"
         if "has no hard direction" in why:
             return "undefined: no hard direction (every direction is learned in O(1) steps)"
+        if q.get("status") == "not_converged":
+            cell = not_converged(why)
+            if cell:
+                return cell
         return f"— ({q.get('status')}: {short_reason(why)})".replace("|", "/")
     if isinstance(v, float) and math.isinf(v):
         return "∞"
@@ -371,7 +389,10 @@ def render(rows: list[dict[str, Any]], cfg: dict[str, Any], cmd: str, quick: boo
         "* **δ_NN**: for unbounded labels the finite-t δ_NN grows with the number of paths "
         "(docs/findings.md §5): read those values as 'at this many paths'. ReLU: σ'' = 0 away from "
         "the kink, so D = σ'² ≥ 0 and the Hessian has no negative outlier at any δ (criterion "
-        "'negative'): its δ_NN is above every bracket.",
+        "'negative'): its δ_NN is above every bracket. 'not converged in T': the long-time rule "
+        "was not met (δ_NN at T and at T/2 differ by more than the tolerance), so the value at "
+        "T = 200 is shown as a finite-time threshold, not a long-time one; for these unbounded "
+        "labels the law of D has no finite left edge (docs/findings.md §5.3).",
         f"* **δ_50**: a value near or beyond the end of its grid ({cfg['transition_grid'][-1]:g}) "
         "is the probit fit's extrapolation, hence its large error.",
         "* '—': the quantity failed; the cell gives the reason (the full message is in "
