@@ -459,10 +459,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             rate[d] = ch["seconds"] / work
             s = sum(1 for t in ch["trials"] if t["escape_step"] is not None)
             left = len(chunks) - i - 1
+            write(res, out, stem)  # before the log line: a chunk that was logged is on disk
             log(f"run {r} {key} δ={delta:g} chunk {c}: {s}/{size} escaped, "
                 f"{ch['seconds'] / size:.2f} s/trial; N at δ = {n_done(entry, delta)}; "
                 f"{(time.perf_counter() - t_start) / 60:.1f} min used, ≤ {left} chunks left")
-            write(res, out, stem)
     # group the skipped chunks per (run, δ) for the report
     grouped: dict[str, int] = {}
     for x in not_run:
