@@ -253,6 +253,7 @@ def test_default_curve_picks_paired_then_poisson() -> None:
     assert q["delta_50"] == pytest.approx(ref[0]) and "2 seeds pooled" in q["run"]
     assert tvs.default_curve(res, "gelu_z2m1", 4000) is None
     assert tvs.within(8.0, 7.0) == ("+1.00", "no") and tvs.within(None, 7.0) == ("–", "–")
+    assert tvs.within(11.606, 11.61) == ("+0.00", "yes")  # a difference that rounds to 0: no '-0.00'
 
 
 def test_by_horizon_counts_escapes_by_step_T(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

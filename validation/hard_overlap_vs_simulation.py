@@ -257,7 +257,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     weights = tuple(x for x in args.weights.split(",") if x)
     bad_w = sorted(set(weights) - set(WEIGHTS))
     if bad_w or not weights:
-        ap.error(f"--weights: unknown {bad_w or weights}; choose from {list(WEIGHTS)}")
+        ap.error(f"--weights: {f'unknown {bad_w}' if bad_w else 'none given'}; choose from {list(WEIGHTS)}")
     cfg = QUICK if args.quick else FULL
     try:
         keep = {int(x) for x in args.ds.split(",") if x} if args.ds else set(cfg["gd"])

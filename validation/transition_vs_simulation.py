@@ -410,7 +410,8 @@ def within(th: Any, ge: Any) -> tuple[str, str]:
     """The difference theory − GD and whether it meets max(0.3, 5 % of GD) ('–' if undefined)."""
     if th is None or ge is None or not (math.isfinite(th) and math.isfinite(ge)):
         return "–", "–"
-    return f"{th - ge:+.2f}", "yes" if abs(th - ge) <= max(0.3, 0.05 * ge) else "no"
+    diff = round(th - ge, 2) + 0.0  # + 0.0: no '-0.00'
+    return f"{diff:+.2f}", "yes" if abs(th - ge) <= max(0.3, 0.05 * ge) else "no"
 
 
 def report(res: dict[str, Any]) -> None:
