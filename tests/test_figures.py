@@ -189,6 +189,9 @@ def test_results_table_not_converged_cell() -> None:
         "10.86 ± 0.24 at T = 200, 9.3 ± 0.3 at T = 100: not converged in T")
     cut = rt.fmt({"value": None, "status": "not_converged", "why": head + "δ_"})
     assert cut.startswith("10.86 ± 0.24 at T = 200, not converged")
+    # a cut message names no T: the cell shows the T the rule ran at (the quick table's 10)
+    cut_quick = rt.fmt({"value": None, "status": "not_converged", "why": head + "δ_"}, long_time=10)
+    assert cut_quick.startswith("10.86 ± 0.24 at T = 10, not converged")
     other = rt.fmt({"value": None, "status": "not_converged", "why": "no bracket at T/2"})
     assert other.startswith("— (not_converged: no bracket")
 

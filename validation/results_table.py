@@ -249,9 +249,10 @@ def short_reason(why: str) -> str:
     return first
 
 
-def not_converged(why: str) -> str | None:
+def not_converged(why: str, long_time: int = FULL["long_time"]) -> str | None:
     """The cell of a long-time δ_NN whose rule was not met: the value at T with its error, and at
-    T/2 where the (untruncated) message has it; ``None`` if the message has no value."""
+    T/2 where the (untruncated) message has it; ``None`` if the message has no value.
+    ``long_time`` is the T the rule ran at, shown when the message is cut before it names T."""
     full = re.search(r"δ_NN = ([0-9.]+) ± ([0-9.eE+-]+) \(mean", why)
     if not full:
         return None
@@ -260,7 +261,8 @@ def not_converged(why: str) -> str | None:
     if half:
         return (f"{at_t} at T = {half.group(4)}, {round_pm(float(half.group(2)), float(half.group(3)))} "
                 f"at T = {half.group(1)}: not converged in T")
-    return f"{at_t} at T = 200, not converged in T (δ_NN(T/2) differs by more than the tolerance)"
+    return (f"{at_t} at T = {long_time}, not converged in T (δ_NN(T/2) differs by more than the "
+            "tolerance)")
 
 
 def no_hard_direction(rows: list[dict[str, Any]], target: str) -> bool:
@@ -289,8 +291,9 @@ def fmt_alg(q: dict[str, Any] | None, target: str, easy: bool) -> str:
     return f"{v:.4f}"
 
 
-def fmt(q: dict[str, Any] | None) -> str:
-    """A δ_NN or δ_50 cell: ``value ± error`` rounded by :func:`round_pm`, or why there is none."""
+def fmt(q: dict[str, Any] | None, long_time: int = FULL["long_time"]) -> str:
+    """A δ_NN or δ_50 cell: ``value ± error`` rounded by :func:`round_pm`, or why there is none
+    (``long_time``: the T of the long-time rule, for a 'not converged' cell)."""
     if q is None:
         return "not run yet"
     v = q.get("value")
@@ -304,7 +307,7 @@ def fmt(q: dict[str, Any] | None) -> str:
         if "has no hard direction" in why:
             return "undefined: no hard direction (every direction is learned in O(1) steps)"
         if q.get("status") == "not_converged":
-            cell = not_converged(why)
+            cell = not_converged(why, long_time)
             if cell:
                 return cell
         return f"— ({q.get('status')}: {short_reason(why)})".replace("|", "/")
@@ -391,7 +394,8 @@ def render(rows: list[dict[str, Any]], cfg: dict[str, Any], cmd: str, quick: boo
         "the kink, so D = σ'² ≥ 0 and the Hessian has no negative outlier at any δ (criterion "
         "'negative'): its δ_NN is above every bracket. 'not converged in T': the long-time rule "
         "was not met (δ_NN at T and at T/2 differ by more than the tolerance), so the value at "
-        "T = 200 is shown as a finite-time threshold, not a long-time one; for these unbounded "
+        f"T = {cfg['long_time']} is shown as a finite-time threshold, not a long-time one; for "
+        "these unbounded "
         "labels the law of D has no finite left edge (docs/findings.md §5.3).",
         f"* **δ_50**: a value near or beyond the end of its grid ({cfg['transition_grid'][-1]:g}) "
         "is the probit fit's extrapolation, hence its large error.",
@@ -407,7 +411,8 @@ def render(rows: list[dict[str, Any]], cfg: dict[str, Any], cmd: str, quick: boo
     for i, r in enumerate(rows, 1):
         alg = fmt_alg(r["alg"], r["target"], r["target"] in easy_targets)
         lines.append(f"| {i} | `{r['target']}` | {r['activation']} | {r['m']} | {r['eta']:g} | "
-                     f"{alg} | {fmt(r['nn_early'])} | {fmt(r['nn_long'])} | {fmt(r['d50'])} |")
+                     f"{alg} | {fmt(r['nn_early'])} | {fmt(r['nn_long'], cfg['long_time'])} | "
+                     f"{fmt(r['d50'])} |")
     lines += ["", "## Figures", "",
               "[docs/figures.md](figures.md) shows each figure beside the paper's caption, with the "
               "command that regenerates it and, where the two differ, the evidence for why.", "",
