@@ -175,6 +175,35 @@ def test_results_table_quick(tmp_path: Path) -> None:
     assert again["diagnostics"]["computed"] == 0 and again["rows"] == rows
 
 
+def test_results_table_gd_checks(tmp_path: Path) -> None:
+    """A ``dmftsolve simulate --json`` output named ``gd_check_*.json`` becomes a row of the GD
+    spot-check section: its counts, a probit δ_50 (at the centre of symmetric counts),
+    theory − GD against the matching row, and the command that reproduces it; a run at another
+    d is flagged as not the row's set-up (no difference shown)."""
+    sys.path.insert(0, str(ROOT / "validation"))
+    import results_table as rt
+
+    settings = {"d": 1000, "deltas": [4.0, 6.0, 8.0], "trials": 10, "success_threshold": 0.5,
+                "root_seed": {"entropy": 3, "spawn_key": []}, "simulate": {"dtype": "float32"},
+                "problem": {"target": "z**2 - 1", "activation": "relu", "m": 1, "eta": 0.5,
+                            "steps": 400}}
+    summary = {"settings": settings, "success_rate": [0.0, 0.5, 1.0]}
+    (tmp_path / "gd_check_a.json").write_text(json.dumps({"summary": summary}))
+    other = {**summary, "settings": {**settings, "d": 500}}
+    (tmp_path / "gd_check_b.json").write_text(json.dumps({"summary": other}))
+    rows = [{"target": "z**2 - 1", "activation": "relu", "m": 1, "eta": 0.5,
+             "d50": {"value": 7.0, "error": 0.5, "status": "success"}}]
+    lines = rt.gd_checks(rows, rt.FULL, results=tmp_path)
+    a, b = (ln for ln in lines if ln.startswith("| 1 "))
+    cells = [c.strip() for c in a.split("|")[1:-1]]
+    assert cells[1] == "0/10 at 4, 5/10 at 6, 10/10 at 8"
+    # counts symmetric about δ = 6 (0, 5, 10 of 10): the probit MLE puts δ_50 at 6 exactly
+    assert cells[2].startswith("6.0 ± ") and cells[3] == "7.0 ± 0.5" and cells[4] == "+1.00"
+    assert "--delta 4,6,8 --trials 10" in cells[5] and "--seed 3" in cells[5]
+    assert "not the row's set-up" in b and b.split("|")[5].strip() == "—"
+    assert rt.gd_checks(rows, rt.FULL, results=tmp_path / "none") == []
+
+
 def test_results_table_not_converged_cell() -> None:
     """A long-time δ_NN whose rule was not met shows its value at T (and at T/2 when the message
     has it) instead of a cut message; the messages are in the form of
@@ -192,6 +221,12 @@ def test_results_table_not_converged_cell() -> None:
     # a cut message names no T: the cell shows the T the rule ran at (the quick table's 10)
     cut_quick = rt.fmt({"value": None, "status": "not_converged", "why": head + "δ_"}, long_time=10)
     assert cut_quick.startswith("10.86 ± 0.24 at T = 10, not converged")
+    # a δ_50 whose draws never (always) escaped on its grid says which side of the grid it is on
+    never = {"value": None, "status": "no_root", "why": "success rate is 0 or 1 at every δ",
+             "p": [0.0, 0.0, 0.0], "deltas": [2.0, 6.5, 13.0]}
+    assert rt.fmt(never) == "> 13 (no draw escaped at any δ of the grid)"
+    assert rt.fmt({**never, "p": [1.0, 1.0, 1.0]}).startswith("< 2 (every draw escaped")
+    assert rt.fmt({**never, "p": [0.0, 1.0, 1.0]}).startswith("— (no_root: success rate")
     other = rt.fmt({"value": None, "status": "not_converged", "why": "no bracket at T/2"})
     assert other.startswith("— (not_converged: no bracket")
 
