@@ -204,6 +204,27 @@ def test_results_table_gd_checks(tmp_path: Path) -> None:
     assert rt.gd_checks(rows, rt.FULL, results=tmp_path / "none") == []
 
 
+def test_results_table_merge_d50() -> None:
+    """A δ_50 row at the end of its grid is refitted to the counts of the grid and its extension:
+    symmetric counts about δ = 10 give δ_50 = 10; no escape anywhere says '> last δ'; a failed
+    extension keeps the grid's cell."""
+    sys.path.insert(0, str(ROOT / "validation"))
+    import results_table as rt
+
+    base = {"value": 12.9, "error": 3.5, "status": "success", "why": "",
+            "p": [0.0, 0.0, 0.5], "deltas": [2.0, 6.0, 10.0], "elapsed": 1.0}
+    assert rt.needs_extension(base) and not rt.needs_extension({**base, "p": [0.0, 0.5, 0.75]})
+    ext = {"p": [1.0, 1.0], "deltas": [14.0, 18.0], "elapsed": 2.0, "status": "success"}
+    merged = rt.merge_d50(base, ext, draws=8)
+    assert merged["deltas"] == [2.0, 6.0, 10.0, 14.0, 18.0] and merged["elapsed"] == 3.0
+    assert merged["value"] == pytest.approx(10.0, abs=0.05) and merged["error"] > 0
+    assert rt.fmt(merged).endswith("(grid extended to 18)")
+    none = rt.merge_d50({**base, "p": [0.0, 0.0, 0.0]}, {**ext, "p": [0.0, 0.0]}, draws=8)
+    assert none["value"] is None and rt.fmt(none) == "> 18 (no draw escaped at any δ of the grid)"
+    failed = rt.merge_d50(base, {"value": None, "status": "error", "why": "boom"}, draws=8)
+    assert failed["value"] == 12.9 and failed["extension_failed"] == "boom"
+
+
 def test_results_table_not_converged_cell() -> None:
     """A long-time δ_NN whose rule was not met shows its value at T (and at T/2 when the message
     has it) instead of a cut message; the messages are in the form of

@@ -86,12 +86,17 @@ K2 = ("z1*z2", "z1 + z1*z2")  # two target directions: no δ_50 (transition is f
 TRANSITION_GRID = (2.0, 3.5, 5.0, 6.5, 8.0, 10.0, 13.0)
 TRANSITION_CONSTRUCTION = "forced"  # TransitionSettings.construction of the δ_50 column
 TRANSITION_WEIGHTS = "paired"  # TransitionSettings.force_weights of the δ_50 column (the default)
+#: δ values added to a δ_50 row whose success rate at the grid's end is below EXTEND_BELOW (its
+#: 50 % point is at or beyond the end); the counts of both grids go into one probit fit. Kept out
+#: of FULL so that adding it left the cache keys of every other quantity unchanged.
+TRANSITION_GRID_EXT = (16.0, 20.0)
+EXTEND_BELOW = 0.75
 FULL = {"n_paths": 10_000, "replicates": 3, "bracket": (1.0, 40.0), "grid": 6, "xtol": 1.0,
         "long_time": 200, "d": 1000, "draws": 8, "transition_steps": 400,
         "transition_grid": TRANSITION_GRID}
 QUICK = {"n_paths": 1000, "replicates": 1, "bracket": (1.0, 20.0), "grid": 3, "xtol": 4.0,
          "long_time": 10, "d": 40, "draws": 2, "transition_steps": 10,
-         "transition_grid": (2.0, 10.0),
+         "transition_grid": (2.0, 10.0), "transition_grid_ext": (14.0,),
          "rows": [("z**2 - 1", "gelu", 1), ("z1 + z1*z2", "gelu", 1), ("abs(z)", "quad", 2)]}
 
 
@@ -127,7 +132,8 @@ def commands(target: str, act: str, m: int, cfg: dict[str, Any]) -> dict[str, st
 
 # --------------------------------------------------------------------------- quantities
 def compute(kind: str, target: str, act: str, m: int, cfg: dict[str, Any]) -> dict[str, Any]:
-    """One quantity of one row; never raises (a failure is returned with its reason)."""
+    """One quantity of one row; never raises (a failure is returned with its reason).
+    ``"d50_ext"`` is the δ_50 run on the extension grid (:func:`ext_grid`) only."""
     t0 = time.perf_counter()
     try:
         if kind == "alg":
@@ -151,7 +157,7 @@ def compute(kind: str, target: str, act: str, m: int, cfg: dict[str, Any]) -> di
                     "bracket": r.bracket, "status": r.status.value,
                     "why": "" if ok else (r.message or "no threshold")[:600], "hard": list(r.hard),
                     "warnings": [w[:160] for w in r.warnings][:3], "elapsed": time.perf_counter() - t0}
-        if kind == "d50":
+        if kind in ("d50", "d50_ext"):
             p = row_problem(target, act, m, cfg["transition_steps"])
             if p.m != 1 or p.k != 1:
                 return {"value": None, "status": "n/a",
@@ -159,7 +165,8 @@ def compute(kind: str, target: str, act: str, m: int, cfg: dict[str, Any]) -> di
                                f"(m = {p.m}, k = {p.k})"}
             from dmftsolve.thresholds.finite_d_transition import TransitionSettings, transition
 
-            r = transition(p, cfg["d"], cfg["transition_grid"], throw=False,
+            grid = cfg["transition_grid"] if kind == "d50" else ext_grid(cfg)
+            r = transition(p, cfg["d"], grid, throw=False,
                            settings=TransitionSettings(steps=cfg["transition_steps"], draws=cfg["draws"],
                                                        construction=TRANSITION_CONSTRUCTION,
                                                        force_weights=TRANSITION_WEIGHTS))
@@ -171,6 +178,43 @@ def compute(kind: str, target: str, act: str, m: int, cfg: dict[str, Any]) -> di
         return {"value": None, "status": "error", "why": f"{type(exc).__name__}: {str(exc)[:200]}",
                 "elapsed": time.perf_counter() - t0}
     raise ValueError(f"unknown quantity {kind!r}")
+
+
+def ext_grid(cfg: dict[str, Any]) -> tuple[float, ...]:
+    """The δ values that extend a δ_50 row's grid (``cfg["transition_grid_ext"]`` if set, e.g. in
+    the quick configuration, else :data:`TRANSITION_GRID_EXT`)."""
+    return tuple(cfg.get("transition_grid_ext", TRANSITION_GRID_EXT))
+
+
+def needs_extension(q: dict[str, Any] | None) -> bool:
+    """Whether a computed δ_50 cell's success rate at the end of its grid is below
+    :data:`EXTEND_BELOW` (so its 50 % point is at or beyond the end of the grid)."""
+    return bool(q and q.get("p") and q.get("status") in ("success", "no_root")
+                and q["p"][-1] < EXTEND_BELOW)
+
+
+def merge_d50(base: dict[str, Any], ext: dict[str, Any], draws: int) -> dict[str, Any]:
+    """One δ_50 cell from the counts of the grid and of its extension: the probit fit of
+    :func:`dmftsolve.thresholds.finite_d_transition.probit_fit` to both (``value`` ``None``
+    with status ``no_root`` when no draw escaped anywhere)."""
+    import numpy as np
+
+    from dmftsolve.thresholds.finite_d_transition import probit_fit
+
+    if not ext.get("p"):  # the extension failed: keep the grid's cell, say why
+        return {**base, "extension_failed": ext.get("why", "")}
+    deltas = np.asarray(base["deltas"] + ext["deltas"], float)
+    p = np.asarray(base["p"] + ext["p"], float)
+    order = np.argsort(deltas, kind="stable")
+    deltas, p = deltas[order], p[order]
+    wins, trials = np.rint(p * draws).astype(int), np.full(len(p), draws)
+    out = {**base, "p": p.tolist(), "deltas": deltas.tolist(), "extended": True,
+           "elapsed": base.get("elapsed", 0.0) + ext.get("elapsed", 0.0)}
+    if wins.sum() == 0:
+        return {**out, "value": None, "error": None, "status": "no_root",
+                "why": "success rate is 0 at every δ: δ_50 beyond the grid"}
+    d50, err, _ = probit_fit(deltas, wins, trials)
+    return {**out, "value": float(d50), "error": float(err), "status": "success", "why": ""}
 
 
 # --------------------------------------------------------------------------- page
@@ -321,7 +365,8 @@ def fmt(q: dict[str, Any] | None, long_time: int = FULL["long_time"]) -> str:
         return "∞"
     err = q.get("error")
     if err is not None and math.isfinite(err) and err > 0:
-        return round_pm(v, err) + (" (Poisson weights)" if q.get("force_weights") == "poisson" else "")
+        return round_pm(v, err) + (" (Poisson weights)" if q.get("force_weights") == "poisson" else "") \
+            + (f" (grid extended to {q['deltas'][-1]:g})" if q.get("extended") else "")
     if q.get("bracket"):
         return f"{v:.2f} [{q['bracket'][0]:.2f}, {q['bracket'][1]:.2f}]"
     return f"{v:.2f}"
@@ -465,8 +510,11 @@ def render(rows: list[dict[str, Any]], cfg: dict[str, Any], cmd: str, quick: boo
         f"T = {cfg['long_time']} is shown as a finite-time threshold, not a long-time one; for "
         "these unbounded "
         "labels the law of D has no finite left edge (docs/findings.md §5.3).",
-        f"* **δ_50**: a value near or beyond the end of its grid ({cfg['transition_grid'][-1]:g}) "
-        "is the probit fit's extrapolation, hence its large error.",
+        f"* **δ_50**: a row whose success rate at the end of its grid ({cfg['transition_grid'][-1]:g}) "
+        f"is below {EXTEND_BELOW * 100:.0f} % is run also at δ = "
+        f"{', '.join(f'{x:g}' for x in ext_grid(cfg))} and fitted to both grids' counts "
+        "('grid extended to …'); a value still near or beyond the end of its grid is the probit "
+        "fit's extrapolation, hence its large error.",
         "* '—': the quantity failed; the cell gives the reason (the full message is in "
         "`results_table.json`). 'not run yet': not computed so far (subsets are computed with "
         "--quantities, --widths, --activations; the whole table is "
@@ -553,6 +601,7 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[dict[str, Any]] = []
     jobs: dict[Future, tuple[int, str, dict[str, Any]]] = {}
     missing = 0
+    d50_keys: dict[int, tuple[dict[str, Any], bool]] = {}  # row -> (δ_50 key, may compute)
     with make_executor(args.workers, args.dask) as ex:
         for i, (target, act, m) in enumerate(rows_spec):
             row = {"target": target, "activation": act, "m": m, "eta": ACTIVATIONS[act],
@@ -566,6 +615,10 @@ def main(argv: list[str] | None = None) -> int:
                     key["construction"] = TRANSITION_CONSTRUCTION  # old cells do not apply
                     key["force_weights"] = TRANSITION_WEIGHTS
                 hit = cache.get(key)
+                asked = not args.replot and kind in wanted and (widths is None or m in widths) \
+                    and (acts is None or act in acts)
+                if kind == "d50" and (hit is not None or asked):
+                    d50_keys[i] = (key, asked)
                 if hit is not None:
                     row[kind] = hit
                     cache.hits += 1
@@ -589,6 +642,31 @@ def main(argv: list[str] | None = None) -> int:
                     jobs[ex.submit(compute, kind, target, act, m, cfg)] = (i, kind, key)
         for fut, (i, kind, key) in jobs.items():
             rows[i][kind] = cache.put(key, fut.result())
+            cache.computed += 1
+        # a δ_50 whose 50 % point is at or beyond the end of its grid: add the extension grid
+        ext_jobs: dict[Future, tuple[int, dict[str, Any]]] = {}
+        for i, (key, asked) in d50_keys.items():
+            base, row = rows[i]["d50"], rows[i]
+            if not needs_extension(base):
+                continue
+            ekey = {**key, "kind": "d50_ext", "grid": list(ext_grid(cfg))}
+            hit = cache.get(ekey)
+            if hit is not None:
+                cache.hits += 1
+                row["d50"] = merge_d50(base, hit, cfg["draws"])
+            elif not asked:
+                missing += 1  # shown on the grid alone
+            elif ex is None:
+                row["d50"] = merge_d50(base, cache.put(ekey, compute(
+                    "d50_ext", row["target"], row["activation"], row["m"], cfg)), cfg["draws"])
+                cache.computed += 1
+                print(f"[{row['target']}, {row['activation']}, m={row['m']}] d50 with the grid "
+                      f"extended: {fmt(row['d50'])}", file=sys.stderr, flush=True)
+            else:
+                ext_jobs[ex.submit(compute, "d50_ext", row["target"], row["activation"], row["m"],
+                                   cfg)] = (i, ekey)
+        for fut, (i, ekey) in ext_jobs.items():
+            rows[i]["d50"] = merge_d50(rows[i]["d50"], cache.put(ekey, fut.result()), cfg["draws"])
             cache.computed += 1
     cmd = command_line(argv and [sys.argv[0], *argv])
     md = render(rows, cfg, cmd, args.quick)
