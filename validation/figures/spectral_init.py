@@ -68,18 +68,23 @@ executor (``--workers``/``--dask``) and the point is cached.
 
 Run
 ---
-Full size (not run yet; only the d = 1000 overlap check is cached)::
+Full size (not run; the d = 1000 run of 2026-12-02 is below)::
 
     python validation/figures/spectral_init.py --trials 20 --workers 2
 
 (defaults: GeLU, η = 0.5, 1000 GD steps, on ``z² − 1`` and on ``z²`` (``--cases``; the r²
 cases use η = 0.1, 2000 steps), d = 1000 and 2000, δ = 1, 2, …, 8, 20 trials per point,
-cosine recorded every 10 steps, seed 0, preprocessing ``lal``. Estimate: one GD run of
-1000 steps at d = 1000 took 13.6 s on average on the loaded machine (``success_curves.py``'s
-run); the two starts are stepped as one batch (about 1.3× one run, bench_simulator part 3),
-≈ 18 s per trial at d = 1000 and ≈ 4× that at d = 2000; the spectral vector 1–5 s (dense).
-2 cases × 8 δ × 20 trials × (18 + 72) s ≈ 29 000 s ≈ 8 CPU-hours; the theory, 16 DMFT runs of
-200 steps with 2·10⁴ paths, a few minutes; the d = 1000 overlap check 20 s.)
+cosine recorded every 10 steps, seed 0, preprocessing ``lal``.) Measured cost (2026-12-02,
+one worker, the other core busy): a trial (both starts stepped together, 1000 steps, plus the
+spectral vector) takes about 1 s per unit of δ at d = 1000 (0.7 s at δ = 0.75, 9.2 s at
+δ = 9), so 20 trials at δ = 1, …, 8 cost ≈ 12 min per case at d = 1000 and ≈ 4× that at
+d = 2000: the full default ≈ 2 CPU-hours (an earlier estimate from ``success_curves.py``'s
+runs at larger δ said 8). The theory, one warm-start DMFT of 200 steps with 2·10⁴ paths per
+δ, takes about 2 s (1.6–2.3 s measured). Run so far::
+
+    python validation/figures/spectral_init.py --cases gelu_z2m1,gelu_z2 --ds 1000 \
+        --deltas 0.75,1,1.5,2,2.5,3,4,5,7,9 --trials 20 --workers 1
+
 ``--quick`` (the test): d = 60, one case, 3 δ, 2 trials.
 """
 
