@@ -22,7 +22,13 @@ Columns, each with the command that reproduces it (listed under the table) and i
   (:func:`dmftsolve.thresholds.finite_d_transition.transition`, construction ``"forced"``: probit
   50 % point of the predicted success curve, ± bootstrap error), horizon 400 steps, 8 draws on the δ grid
   ``TRANSITION_GRID``. Defined only for a single neuron (m = 1) with one target direction
-  and a label even in z; other rows say so.
+  and a label even in z; other rows say so. A row whose success rate at the grid's end is
+  below ``EXTEND_BELOW`` is also run at ``TRANSITION_GRID_EXT`` (cached as ``d50_ext``) and
+  refitted to both grids' counts (:func:`merge_d50`).
+
+Below the table, "GD spot checks" compares δ_50 cells with ``dmftsolve simulate --json``
+outputs saved as ``validation/results/gd_check_*.json`` (:func:`gd_checks`; each row prints
+the command that reproduces its file).
 
 A row whose quantity fails says why (the status message: e.g. no hard direction, so δ_NN
 is undefined; a bracket without a sign change; a solver failure).
@@ -552,7 +558,12 @@ def render(rows: list[dict[str, Any]], cfg: dict[str, Any], cmd: str, quick: boo
             if k == "d50" and (q.get("status") == "n/a" or (r["m"] != 1 or r["target"] in K2)):
                 continue
             el = q.get("elapsed")
-            lines.append(f"   * {label}: `{c[k]}`" + (f" ({el:.0f} s here)" if el is not None else ""))
+            cmd_k = c[k]
+            if k == "d50" and q.get("extended"):  # the same command on the extension grid
+                ext = ",".join(f"{x:g}" for x in ext_grid(cfg))
+                grid = ",".join(f"{x:g}" for x in cfg["transition_grid"])
+                cmd_k += f"`, then the extension: `{c[k].replace(f'--delta {grid}', f'--delta {ext}')}"
+            lines.append(f"   * {label}: `{cmd_k}`" + (f" ({el:.0f} s here)" if el is not None else ""))
     return "\n".join(lines) + "\n"
 
 
