@@ -578,7 +578,9 @@ def main(argv: list[str] | None = None) -> int:
                         f"(default: docs/results.md and {DEFAULT_OUT})")
     p.add_argument("--replot", action="store_true",
                    help="rebuild from the cache only (missing quantities shown as 'not run yet')")
-    p.add_argument("--only", default=None, help="rows whose target contains this text")
+    p.add_argument("--only", default=None,
+                   help="compute only rows whose target contains this text (the page still shows "
+                        "every row, the others from the cache)")
     p.add_argument("--widths", default=None,
                    help="compute only rows of these widths, e.g. '1' (the others from the cache, or "
                         "'not run yet'); the page always lists the whole catalogue")
@@ -602,8 +604,6 @@ def main(argv: list[str] | None = None) -> int:
     if not wanted or set(wanted) - set(KINDS):
         p.error(f"--quantities must name some of {list(KINDS)}, got {args.quantities!r}")
     rows_spec = cfg.get("rows") or [(t, a, m) for t in TARGETS for a in ACTIVATIONS for m in WIDTHS]
-    if args.only:
-        rows_spec = [r for r in rows_spec if args.only in r[0]]
     out_md = (args.out / "results.md") if args.out else ROOT / "docs" / "results.md"
     out_dir = args.out or DEFAULT_OUT
     cache = PointCache(out_dir, NAME, replot=args.replot)
@@ -626,15 +626,15 @@ def main(argv: list[str] | None = None) -> int:
                     key["construction"] = TRANSITION_CONSTRUCTION  # old cells do not apply
                     key["force_weights"] = TRANSITION_WEIGHTS
                 hit = cache.get(key)
-                asked = not args.replot and kind in wanted and (widths is None or m in widths) \
-                    and (acts is None or act in acts)
+                selected = (widths is None or m in widths) and (acts is None or act in acts) \
+                    and (not args.only or args.only in target)
+                asked = not args.replot and kind in wanted and selected
                 if kind == "d50" and (hit is not None or asked):
                     d50_keys[i] = (key, asked)
                 if hit is not None:
                     row[kind] = hit
                     cache.hits += 1
-                elif args.replot or ((kind not in wanted or (widths is not None and m not in widths)
-                                      or (acts is not None and act not in acts))
+                elif args.replot or ((kind not in wanted or not selected)
                                      and not (kind == "d50" and (m != 1 or target in K2))):
                     # not asked for, or --replot (which never computes): shown as 'not run yet';
                     # an n/a δ_50 costs nothing and is always filled when computing. A δ_50
