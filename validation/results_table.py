@@ -46,7 +46,8 @@ Full size (not run in this session)::
 
 Estimated cost on one core: δ_alg 0.1–8 s per target. δ_NN(t·η = 1), 3 seeds: measured here
 8 s for GeLU, m = 1, ``z² − 1`` (6.66 ± 0.72) but **527 s** for the same row at m = 2
-(6.26 ± 0.54), on the shared machine. The long-time rule (T = 200) costs ≈ 50 s per m = 1 row
+(6.26 ± 0.54), on the shared machine (a later run, 2026-12-02: 240–290 s per GeLU m = 2 row,
+two at a time). The long-time rule (T = 200) costs ≈ 50 s per m = 1 row
 (findings §7) and, scaling like the early one, of the order of an hour per m = 2 row. So
 24 m = 1 rows ≈ 30 min, 24 m = 2 rows ≈ 10–25 CPU-hours; δ_50: measured 5–6 min per row
 (7 δ × 8 draws, about 6 s a draw whatever d), 16 rows ≈ 1.5 CPU-hours. ``--quantities`` computes a subset
