@@ -484,7 +484,11 @@ def render(rows: list[dict[str, Any]], cfg: dict[str, Any], cmd: str, quick: boo
         "",
         "* **Errors** are rounded to one significant digit (two when they start with 10–35) and the "
         f"value to the same decimal place: a standard error over {seeds} is itself uncertain by "
-        "tens of per cent, so further digits carry no information.",
+        "tens of per cent, so further digits carry no information. A δ_NN is the mean of its "
+        f"seeds' bracket midpoints, and with xtol = {cfg['xtol']:g} those brackets come from one "
+        "fixed grid of the search: two rows can then show the same value and error exactly "
+        "(for example r² at m = 2 on `abs(z)` and on `z1*z2`), which means their thresholds fall "
+        "in the same brackets, not that they are equal.",
         "* **δ_alg** is a deterministic quadrature (`alg_threshold`, relative accuracy "
         f"{_sci(ALG_RTOL)}), shown to 4 decimals, all of which hold. '(closed form)' marks the targets "
         "whose δ_alg is known exactly — 1/2 for `z**2`, `z**2 - 1` and `abs(z)` (each label fixes "
