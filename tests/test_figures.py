@@ -173,6 +173,10 @@ def test_results_table_quick(tmp_path: Path) -> None:
     run(script, "--quick", "--out", str(tmp_path), "--replot")
     again = json.loads((tmp_path / "results_table.json").read_text())
     assert again["diagnostics"]["computed"] == 0 and again["rows"] == rows
+    # --only selects what to compute; the page keeps every row (from the cache)
+    run(script, "--quick", "--out", str(tmp_path), "--replot", "--only", "abs")
+    subset = json.loads((tmp_path / "results_table.json").read_text())
+    assert subset["rows"] == rows
 
 
 def test_results_table_gd_checks(tmp_path: Path) -> None:
