@@ -177,6 +177,9 @@ def test_results_table_quick(tmp_path: Path) -> None:
     run(script, "--quick", "--out", str(tmp_path), "--replot", "--only", "abs")
     subset = json.loads((tmp_path / "results_table.json").read_text())
     assert subset["rows"] == rows
+    bad = subprocess.run([sys.executable, str(script), "--quick", "--out", str(tmp_path), "--only",
+                          "xyz"], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert bad.returncode == 2 and "--only matches no target" in bad.stderr.strip().splitlines()[-1]
 
 
 def test_results_table_gd_checks(tmp_path: Path) -> None:

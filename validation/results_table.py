@@ -609,6 +609,9 @@ def main(argv: list[str] | None = None) -> int:
     if not wanted or set(wanted) - set(KINDS):
         p.error(f"--quantities must name some of {list(KINDS)}, got {args.quantities!r}")
     rows_spec = cfg.get("rows") or [(t, a, m) for t in TARGETS for a in ACTIVATIONS for m in WIDTHS]
+    if args.only and not any(args.only in r[0] for r in rows_spec):
+        targets = sorted({r[0] for r in rows_spec})
+        p.error(f"--only matches no target: got {args.only!r}, targets are {targets}")
     out_md = (args.out / "results.md") if args.out else ROOT / "docs" / "results.md"
     out_dir = args.out or DEFAULT_OUT
     cache = PointCache(out_dir, NAME, replot=args.replot)
