@@ -232,6 +232,18 @@ def test_results_table_merge_d50() -> None:
     assert failed["value"] == 12.9 and failed["extension_failed"] == "boom"
 
 
+def test_results_table_same_cells() -> None:
+    """The note on identical δ_NN cells names the first two rows that share value and error."""
+    sys.path.insert(0, str(ROOT / "validation"))
+    import results_table as rt
+
+    a = {"value": 4.79, "error": 0.25}
+    rows = [{"nn_early": {"value": 5.0, "error": 0.2}}, {"nn_early": a}, {"nn_long": None},
+            {"nn_early": {"value": 4.79, "error": 0.3}, "nn_long": dict(a)}]
+    assert rt.same_cells(rows) == " (here rows 2 and 4: 4.79 ± 0.25)"
+    assert rt.same_cells(rows[:3]) == ""
+
+
 def test_results_table_not_converged_cell() -> None:
     """A long-time δ_NN whose rule was not met shows its value at T (and at T/2 when the message
     has it) instead of a cut message; the messages are in the form of

@@ -442,18 +442,33 @@ def gd_checks(rows: list[dict[str, Any]], cfg: dict[str, Any],
         row = rows[match[0] - 1] if match else None
         same = (row is not None and st["d"] == cfg["d"] and pr["steps"] == cfg["transition_steps"]
                 and math.isclose(pr["eta"], row["eta"]))
-        theory = (row or {}).get("d50") or {}
-        tv = theory.get("value")
+        theory = (row or {}).get("d50")
+        tv = (theory or {}).get("value")
         diff = f"{tv - d50:+.2f}" if same and tv is not None else "—"
         counts = ", ".join(f"{k}/{n} at {x:g}" for k, n, x in zip(wins, trials, st["deltas"], strict=True))
         label = (f"{match[0]} (`{pr['target']}`, {pr['activation']})" if match
                  else f"`{pr['target']}`, {pr['activation']}")
         if not same:
             label += f" (d = {st['d']}, η = {pr['eta']:g}, {pr['steps']} steps: not the row's set-up)"
-        theory_cell = fmt(theory) if theory else "not run yet"
-        out.append(f"| {label} | {counts} | {round_pm(d50, err)} | {theory_cell} | {diff} | "
+        out.append(f"| {label} | {counts} | {round_pm(d50, err)} | {fmt(theory)} | {diff} | "
                    f"`{simulate_command(st)} > validation/results/{f.name}` |")
     return out
+
+
+def same_cells(rows: list[dict[str, Any]]) -> str:
+    """`` (rows i and j: …)`` for the first two δ_NN cells of different rows whose value and error
+    are identical, or ``""`` if there are none."""
+    seen: dict[tuple[float, float], int] = {}
+    for i, r in enumerate(rows, 1):
+        for k in ("nn_early", "nn_long"):
+            q = r.get(k) or {}
+            if q.get("value") is None or q.get("error") is None:
+                continue
+            key = (q["value"], q["error"])
+            if key in seen and seen[key] != i:
+                return f" (here rows {seen[key]} and {i}: {round_pm(*key)})"
+            seen.setdefault(key, i)
+    return ""
 
 
 def render(rows: list[dict[str, Any]], cfg: dict[str, Any], cmd: str, quick: bool) -> str:
@@ -486,9 +501,9 @@ def render(rows: list[dict[str, Any]], cfg: dict[str, Any], cmd: str, quick: boo
         f"value to the same decimal place: a standard error over {seeds} is itself uncertain by "
         "tens of per cent, so further digits carry no information. A δ_NN is the mean of its "
         f"seeds' bracket midpoints, and with xtol = {cfg['xtol']:g} those brackets come from one "
-        "fixed grid of the search: two rows can then show the same value and error exactly "
-        "(for example r² at m = 2 on `abs(z)` and on `z1*z2`), which means their thresholds fall "
-        "in the same brackets, not that they are equal.",
+        "fixed grid of the search: two rows can then show the same value and error exactly"
+        + same_cells(rows) + ", which means their thresholds fall in the same brackets, not that "
+        "they are equal.",
         "* **δ_alg** is a deterministic quadrature (`alg_threshold`, relative accuracy "
         f"{_sci(ALG_RTOL)}), shown to 4 decimals, all of which hold. '(closed form)' marks the targets "
         "whose δ_alg is known exactly — 1/2 for `z**2`, `z**2 - 1` and `abs(z)` (each label fixes "
