@@ -12,8 +12,10 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from numpy.polynomial.hermite_e import hermegauss
 
+from dmftsolve.hessian import outlier_equation as oe
+from dmftsolve.hessian._resolvent import prepare_law
 from dmftsolve.hessian.outlier_equation import outlier_matrix, outliers, spike_coordinates, training_outliers
-from dmftsolve.hessian.spectrum import stieltjes_trace
+from dmftsolve.hessian.spectrum import edges, stieltjes_trace
 from dmftsolve.results import SolverError, Status
 
 
@@ -400,3 +402,55 @@ def test_training_outlier_parts_are_a_partition(c: tuple[float, float, float], q
         assert min(o.parts.values()) >= -1e-12
         assert sum(o.parts.values()) == pytest.approx(o.overlap2, rel=1e-9, abs=1e-12)
         assert min(o.parts["hard"], o.parts["learned"]) <= 1e-6 * o.overlap2
+
+
+# ----------------------------------------------------------------------------- islands left of the bulk
+def island_law(n_island: int, d_island: float, big: float, n: int = 10_000) -> np.ndarray:
+    """``n`` samples of D: ``n_island`` at ``d_island`` (an island left of the bulk), one at
+    ``big`` (it sets the top of the support and so the edge march's first step cap), the rest at 1."""
+    return np.concatenate([np.full(n - n_island - 1, 1.0), np.full(n_island, d_island), [big]])
+
+
+ISLANDS = [(10, -3.0, 500.0), (5, -3.0, 2000.0), (20, -2.0, 1000.0)]
+
+
+@pytest.mark.parametrize(("n_island", "d_island", "big"), ISLANDS)
+def test_march_edge_finds_the_island(n_island: int, d_island: float, big: float) -> None:
+    """Reference: the Silverstein–Choi edge (m = 1: Brent on ψ', an independent method).
+    Before the march's refining passes it stopped at 0.034 (stepped over the island) or at the
+    big sample's fold (1302 and 651: stepped over the whole bulk)."""
+    D = island_law(n_island, d_island, big)
+    lo_sc, _ = edges(D, 1.5, method="sc")
+    lo_march, _ = edges(D, 1.5, method="march")
+    scale = prepare_law(D, 1.5, 0.0, None).scale
+    assert lo_sc < -0.5  # the island is left of the bulk, which starts near 0.03
+    assert lo_march == pytest.approx(lo_sc, abs=1e-9 * scale)
+    # and in m = 2, D = diag(island law, 1): H splits into two m = 1 blocks sharing x_i, so its
+    # left edge is the smaller of the two Silverstein–Choi edges (2000 samples: m = 2 is slower)
+    d = island_law(max(n_island // 5, 1), d_island, big, n=2000)
+    D2 = np.zeros((d.size, 2, 2))
+    D2[:, 0, 0], D2[:, 1, 1] = d, 1.0
+    lo2, _ = edges(D2, 1.5)
+    ref2 = min(edges(d, 1.5, method="sc")[0], edges(np.ones(d.size), 1.5, method="sc")[0])
+    assert ref2 < -0.5
+    assert lo2 == pytest.approx(ref2, abs=1e-9 * prepare_law(D2, 1.5, 0.0, None).scale)
+
+
+@pytest.mark.parametrize("wrong", ["bulk_fold", "far_right"])
+def test_outlier_scan_corrects_an_edge_that_stepped_over_an_island(
+    monkeypatch: pytest.MonkeyPatch, wrong: str
+) -> None:
+    """The scan re-checks the edge on its own grid. Fed the edge a march that stepped over the
+    island would give (the bulk's fold near 0.034, or a point far right inside the bulk), it must
+    move the edge to the island's fold: the Silverstein–Choi edge."""
+    D = island_law(*ISLANDS[0])
+    lo_sc, _ = edges(D, 1.5, method="sc")
+    bad = 0.0337 if wrong == "bulk_fold" else 300.0
+    monkeypatch.setattr(oe, "left_edge", lambda law, method, **kw: (bad, {"edge_method": "test"}))
+    res = outliers(D, np.ones(D.size), 1.5, side="left")
+    scale = prepare_law(D, 1.5, 0.0, None).scale
+    assert res.ok, res.message
+    assert res.left_edge == pytest.approx(lo_sc, abs=1e-9 * scale)
+    moves = res.diagnostics["left_edge_corrections"]
+    assert moves[0]["march_edge"] == bad and moves[-1]["fold"] == res.left_edge
+    assert all(mv["rho"] > oe.FOLD_RHO for mv in moves)

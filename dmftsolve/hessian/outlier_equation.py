@@ -78,6 +78,7 @@ from dmftsolve.hessian._resolvent import (
     real_start,
     real_step,
     residual,
+    spectral_radius,
     tangent,
     unbounded,
 )
@@ -153,27 +154,43 @@ class _Branch:
 
 
 def _march(law: WeightLaw, z: np.ndarray, grid: np.ndarray, R0: np.ndarray, K0: np.ndarray, x0: float,
-           *, tol: float, maxiter: int) -> tuple[_Branch, bool]:
+           *, tol: float, maxiter: int, max_halvings: int = 30) -> tuple[_Branch, bool, tuple | None]:
+    """Continue the real branch through ``grid``, recording ``M``'s eigenvalues at every grid point.
+
+    A grid step that Newton cannot take at once is taken in adaptive sub-steps (halved on
+    failure, grown by 1.5 on success), as in the left-edge march: the branch can need short
+    steps away from the fold (r² at m = 2, δ = 1.5: spectral radius 0.2 where a step of
+    0.18 failed and 0.09 held). The branch is lost only when a sub-step shorter than
+    ``2⁻³⁰`` of the grid step fails; the third return value is then the last point reached,
+    ``(x, R, K)``, where the caller can tell a fold (spectral radius of ``K`` near 1: the
+    support starts there) from a Newton failure.
+    """
     br = _Branch()
     x_old, R_old, K_old = x0, R0, K0
     for x in grid:
-        R, K, ok = real_step(law, float(x), x_old, R_old, K_old, tol=tol, maxiter=maxiter)
-        if not ok:  # retry through intermediate points
-            for t in (0.25, 0.5, 0.75, 1.0):
-                xm = x_old + t * (x - x_old)
-                R, K, ok = real_step(law, float(xm), x_old, R_old, K_old, tol=tol, maxiter=maxiter)
-                if not ok:
-                    break
-                x_old, R_old, K_old = xm, R, K
+        x = float(x)
+        R, K, ok = real_step(law, x, x_old, R_old, K_old, tol=tol, maxiter=maxiter)
         if not ok:
-            return br, False
+            full = x - x_old
+            h = 0.5 * full
+            h_min = abs(full) * 2.0 ** -max_halvings
+            while x_old != x:
+                x_try = x if abs(h) >= abs(x - x_old) else x_old + h
+                R, K, ok = real_step(law, x_try, x_old, R_old, K_old, tol=tol, maxiter=maxiter)
+                if ok:
+                    x_old, R_old, K_old = x_try, R, K
+                    h *= 1.5
+                elif abs(h) <= h_min:
+                    return br, False, (x_old, R_old, K_old)
+                else:
+                    h *= 0.5
         M, _ = _m_and_derivative(law, z, R, K, derivative=False)
-        br.x.append(float(x))
+        br.x.append(x)
         br.R.append(R)
         br.K.append(K)
         br.eig.append(np.linalg.eigvalsh(M))
-        x_old, R_old, K_old = float(x), R, K
-    return br, True
+        x_old, R_old, K_old = x, R, K
+    return br, True, None
 
 
 # --------------------------------------------------------------------------- results
@@ -248,17 +265,56 @@ class Outliers(Result):
 
 
 # --------------------------------------------------------------------------- scanning
+#: A march that stalls where the spectral radius of ``K`` exceeds this has reached a fold of
+#: the physical real branch: the support of the bulk begins there.
+FOLD_RHO = 1.0 - 1e-3
+#: How many times a scan may move the left edge to a fold the edge march stepped over.
+MAX_EDGE_CORRECTIONS = 5
+
+
 def _scan_left(
     law: WeightLaw, z: np.ndarray, *, npoints: int, edge_gap: float, method: str, xtol: float, tol: float,
     maxiter: int, atom_mass: float,
 ) -> tuple[float, list[tuple[float, float, tuple[float, float], float, np.ndarray]], dict[str, Any], bool]:
-    """Left outliers of the law: ``[(x, overlap², bracket, residual, direction)]``."""
+    """Left outliers of the law: ``[(x, overlap², bracket, residual, direction)]``.
+
+    The edge march takes capped steps and can step over a piece of the support thinner
+    than its cap (an island of a few extreme samples of a plug-in law; seen for r² at
+    m = 2, δ = 1.5: an island on [−2.22, −1.98] of mass 3·10⁻⁴ left of a bulk edge at
+    −1.50). The scan's grid is finer; when it stalls at a fold (spectral radius of ``K``
+    above :data:`FOLD_RHO`) left of the march's edge, that fold is the left edge: the scan
+    is redone up to it and ``edge_corrections`` in the diagnostics records the move.
+    """
     edge, info = left_edge(law, method, xtol=xtol, tol=tol, maxiter=maxiter)
+    diag: dict[str, Any] = dict(info)
+    corrections: list[dict[str, float]] = []
+    while True:
+        found, scan_diag, ok, stall = _scan_to(law, z, edge, npoints=npoints, edge_gap=edge_gap, tol=tol,
+                                               maxiter=maxiter, atom_mass=atom_mass)
+        if ok or stall is None or len(corrections) >= MAX_EDGE_CORRECTIONS:
+            break
+        x_s, _, K_s = stall
+        rho = spectral_radius(K_s) if K_s is not None else math.nan
+        if not (rho > FOLD_RHO and x_s < edge):
+            break
+        corrections.append({"march_edge": edge, "fold": x_s, "rho": rho})
+        edge = x_s
+    diag |= {"edge": edge} | scan_diag
+    if corrections:
+        diag["edge_corrections"] = corrections
+    return edge, found, diag, ok
+
+
+def _scan_to(
+    law: WeightLaw, z: np.ndarray, edge: float, *, npoints: int, edge_gap: float, tol: float, maxiter: int,
+    atom_mass: float,
+) -> tuple[list, dict[str, Any], bool, tuple | None]:
+    """Scan the real branch from far left to ``edge − edge_gap``; the stall point if it is lost."""
     x_far = far_left(law)
     x_end = edge - edge_gap
-    diag: dict[str, Any] = {"edge": edge, "scan_start": x_far, "scan_end": x_end} | info
+    diag: dict[str, Any] = {"scan_start": x_far, "scan_end": x_end}
     if law.trivial or x_end <= x_far:
-        return edge, [], diag, True
+        return [], diag, True, None
     n1 = max(npoints // 2, 8)
     span = x_end - x_far
     grid = np.unique(np.concatenate([
@@ -273,7 +329,7 @@ def _scan_left(
         diag["atom_cut"] = (law.lam - cut, law.lam + cut)
     R0, ok = real_start(law, x_far, tol=tol, maxiter=maxiter)
     if not ok:
-        return edge, [], diag | {"failure": f"no physical real solution at x={x_far!r}"}, False
+        return [], diag | {"failure": f"no physical real solution at x={x_far!r}"}, False, None
     _, K0, _ = residual(law, x_far, R0)
     found = []
     x_prev, R_prev, K_prev = x_far, R0, K0
@@ -281,17 +337,53 @@ def _scan_left(
     for seg in segments:
         if seg.size < 2:
             continue
-        br, ok = _march(law, z, seg, R_prev, K_prev, x_prev, tol=tol, maxiter=maxiter)
+        br, ok, stall = _march(law, z, seg, R_prev, K_prev, x_prev, tol=tol, maxiter=maxiter)
         if not ok:
-            return edge, found, diag | {"failure": "real branch lost during the scan"}, False
+            return found, diag | {"failure": "real branch lost during the scan"}, False, stall
         x_prev, R_prev, K_prev = br.x[-1], br.R[-1], br.K[-1]
         last_eig = br.eig[-1]
         eigs = np.array(br.eig)
         for j in range(len(br.x) - 1):
-            for i in np.nonzero(np.sign(eigs[j]) != np.sign(eigs[j + 1]))[0]:
-                found.append(_refine(law, z, br, j, int(i), tol=tol, maxiter=maxiter))
+            # R(x) decreases (R' = −(I − K)^{-1}[I] ≺ 0) left of the support; a step whose R
+            # does not decrease jumped over a piece of it
+            jumped = np.linalg.eigvalsh(br.R[j + 1] - br.R[j])[-1] >= 0
+            roots = []
+            if not jumped:
+                try:
+                    roots = [_refine(law, z, br, j, int(i), tol=tol, maxiter=maxiter)
+                             for i in np.nonzero(np.sign(eigs[j]) != np.sign(eigs[j + 1]))[0]]
+                except SolverError:  # the bracket straddles a piece of the support
+                    jumped = True
+            if jumped:
+                stall = _first_fold(law, br.x[j], br.R[j], br.K[j], br.x[j + 1], tol=tol, maxiter=maxiter)
+                failure = f"the scan stepped over a piece of the support in [{br.x[j]!r}, {br.x[j + 1]!r}]"
+                return found, diag | {"failure": failure}, False, stall
+            found.extend(roots)
     diag["min_eig_M_at_scan_end"] = float(last_eig[0]) if last_eig is not None else math.nan
-    return edge, found, diag, True
+    return found, diag, True, None
+
+
+def _first_fold(law: WeightLaw, x0: float, R0: np.ndarray, K0: np.ndarray, x1: float, *, tol: float,
+                maxiter: int, nsteps: int = 1024, max_halvings: int = 30) -> tuple | None:
+    """March from ``x0`` towards ``x1`` in steps of at most ``(x1 − x0)/nsteps``; where it stalls.
+
+    Returns ``(x, R, K)`` at the stall (a fold if the spectral radius of ``K`` is near 1), or
+    ``None`` if ``x1`` is reached without one.
+    """
+    cap = (x1 - x0) / nsteps
+    h, h_min = cap, cap * 2.0 ** -max_halvings
+    x, R, K = x0, R0, K0
+    while x < x1:
+        x_try = min(x + h, x1)
+        R_try, K_try, ok = real_step(law, x_try, x, R, K, tol=tol, maxiter=maxiter)
+        if ok:
+            x, R, K = x_try, R_try, K_try
+            h = min(1.5 * h, cap)
+        elif h <= h_min:
+            return x, R, K
+        else:
+            h *= 0.5
+    return None
 
 
 def _refine(law: WeightLaw, z: np.ndarray, br: _Branch, j: int, i: int, *, tol: float, maxiter: int):
@@ -380,7 +472,7 @@ def outlier_matrix(
     x0 = min(far_left(use), xx - 1.0)
     R, ok = real_start(use, x0, tol=tol, maxiter=maxiter)
     _, K, _ = residual(use, x0, R)
-    br, ok2 = _march(use, zk, np.linspace(x0, xx, 65)[1:], R, K, x0, tol=tol, maxiter=maxiter)
+    br, ok2, _ = _march(use, zk, np.linspace(x0, xx, 65)[1:], R, K, x0, tol=tol, maxiter=maxiter)
     if not (ok and ok2):
         raise SolverError(f"real branch not found at x={x!r}")
     M, dM = _m_and_derivative(use, zk, br.R[-1], br.K[-1])
