@@ -211,6 +211,35 @@ def test_results_table_gd_checks(tmp_path: Path) -> None:
     assert rt.gd_checks(rows, rt.FULL, results=tmp_path / "none") == []
 
 
+def test_results_table_d50_cell_from_gd(tmp_path: Path) -> None:
+    """A width-2 row (theory δ_50 n/a) shows GD's δ_50 from a spot check at its own set-up; a row
+    with a theory value keeps it, and a check at another d does not fill the cell."""
+    sys.path.insert(0, str(ROOT / "validation"))
+    import results_table as rt
+
+    settings = {"d": 1000, "deltas": [4.0, 6.0, 8.0], "trials": 10, "success_threshold": 0.5,
+                "root_seed": {"entropy": 3, "spawn_key": []}, "simulate": {"dtype": "float32"},
+                "problem": {"target": "z**2 - 1", "activation": "gelu", "m": 2, "eta": 0.5,
+                            "steps": 400}}
+    (tmp_path / "gd_check_m2.json").write_text(json.dumps(
+        {"summary": {"settings": settings, "success_rate": [0.0, 0.5, 1.0]}}))
+    na = {"value": None, "status": "n/a"}
+    rows = [{"target": "z**2 - 1", "activation": "gelu", "m": 1, "eta": 0.5,
+             "d50": {"value": 7.0, "error": 0.5, "status": "success"}},
+            {"target": "z**2 - 1", "activation": "gelu", "m": 2, "eta": 0.5, "d50": na}]
+    (check,) = rt.load_gd_checks(rows, rt.FULL, results=tmp_path)
+    assert check["row"] == 2 and check["same"]
+    # counts symmetric about δ = 6: the probit MLE is 6 exactly
+    assert rt.d50_cell(na, check).startswith("GD: 6.0 ± ") and "theory n/a" in rt.d50_cell(na, check)
+    assert rt.d50_cell(na, None) == "n/a (needs m = k = 1)"
+    assert rt.d50_cell(rows[0]["d50"], check) == "7.0 ± 0.5"
+    settings["d"] = 500
+    (tmp_path / "gd_check_m2.json").write_text(json.dumps(
+        {"summary": {"settings": settings, "success_rate": [0.0, 0.5, 1.0]}}))
+    (check,) = rt.load_gd_checks(rows, rt.FULL, results=tmp_path)
+    assert not check["same"]
+
+
 def test_results_table_merge_d50() -> None:
     """A δ_50 row at the end of its grid is refitted to the counts of the grid and its extension:
     symmetric counts about δ = 10 give δ_50 = 10; no escape anywhere says '> last δ'; a failed

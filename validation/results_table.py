@@ -413,25 +413,18 @@ def simulate_command(st: dict[str, Any]) -> str:
     return " ".join(parts)
 
 
-def gd_checks(rows: list[dict[str, Any]], cfg: dict[str, Any],
-              results: Path = ROOT / "validation" / "results") -> list[str]:
-    """The section comparing δ_50 cells with GD runs of the simulator at the same d, η and step
-    budget (one ``dmftsolve simulate --json`` output per file ``GD_CHECK_GLOB``); GD's δ_50 is
-    the probit fit of :func:`dmftsolve.thresholds.finite_d_transition.probit_fit` to its counts."""
+def load_gd_checks(rows: list[dict[str, Any]], cfg: dict[str, Any],
+                   results: Path = ROOT / "validation" / "results") -> list[dict[str, Any]]:
+    """The GD spot checks: one ``dmftsolve simulate --json`` output per file ``GD_CHECK_GLOB``,
+    with GD's δ_50 (the probit fit of :func:`dmftsolve.thresholds.finite_d_transition.probit_fit`
+    to its counts), the row it checks (``row``: 1-based, or None) and whether it ran at that
+    row's set-up (``same``: the table's d and step budget, the row's η)."""
     import numpy as np
 
     from dmftsolve.thresholds.finite_d_transition import probit_fit
 
-    files = sorted(results.glob(GD_CHECK_GLOB))
-    if not files:
-        return []
-    out = ["", "## GD spot checks of the δ_50 column", "",
-           "GD from a random start with the simulator (float32; success = final cosine above the "
-           "threshold after the step budget, where the theory counts a first passage above 1/2 by "
-           "then). GD's δ_50 is a probit fit to its counts ± bootstrap error.", "",
-           "| row | GD: successes at δ | GD δ_50 | theory δ_50 | theory − GD | command |",
-           "|---|---|---|---|---|---|"]
-    for f in files:
+    out = []
+    for f in sorted(results.glob(GD_CHECK_GLOB)):
         summary = json.loads(f.read_text())["summary"]
         st, pr = summary["settings"], summary["settings"]["problem"]
         trials = np.full(len(st["deltas"]), st["trials"])
@@ -439,20 +432,52 @@ def gd_checks(rows: list[dict[str, Any]], cfg: dict[str, Any],
         d50, err, _ = probit_fit(np.asarray(st["deltas"], float), wins, trials)
         match = [i for i, r in enumerate(rows, 1) if r["target"] == pr["target"]
                  and r["activation"] == pr["activation"] and r["m"] == pr["m"]]
-        row = rows[match[0] - 1] if match else None
+        row = match[0] if match else None
         same = (row is not None and st["d"] == cfg["d"] and pr["steps"] == cfg["transition_steps"]
-                and math.isclose(pr["eta"], row["eta"]))
-        theory = (row or {}).get("d50")
-        tv = (theory or {}).get("value")
-        diff = f"{tv - d50:+.2f}" if same and tv is not None else "—"
-        counts = ", ".join(f"{k}/{n} at {x:g}" for k, n, x in zip(wins, trials, st["deltas"], strict=True))
-        label = (f"{match[0]} (`{pr['target']}`, {pr['activation']})" if match
-                 else f"`{pr['target']}`, {pr['activation']}")
-        if not same:
-            label += f" (d = {st['d']}, η = {pr['eta']:g}, {pr['steps']} steps: not the row's set-up)"
-        out.append(f"| {label} | {counts} | {round_pm(d50, err)} | {fmt(theory)} | {diff} | "
-                   f"`{simulate_command(st)} > validation/results/{f.name}` |")
+                and math.isclose(pr["eta"], rows[row - 1]["eta"]))
+        out.append({"file": f.name, "settings": st, "problem": pr, "row": row, "same": same,
+                    "d50": float(d50), "error": float(err),
+                    "counts": [(int(k), int(n), float(x)) for k, n, x in zip(wins, trials, st["deltas"],
+                                                                              strict=True)]})
     return out
+
+
+def gd_checks(rows: list[dict[str, Any]], cfg: dict[str, Any],
+              results: Path = ROOT / "validation" / "results") -> list[str]:
+    """The section comparing δ_50 cells with GD runs of the simulator at the same d, η and step
+    budget (:func:`load_gd_checks`)."""
+    checks = load_gd_checks(rows, cfg, results)
+    if not checks:
+        return []
+    out = ["", "## GD spot checks of the δ_50 column", "",
+           "GD from a random start with the simulator (float32; success = final cosine above the "
+           "threshold after the step budget, where the theory counts a first passage above 1/2 by "
+           "then). GD's δ_50 is a probit fit to its counts ± bootstrap error. For m = 2 the "
+           "cosine is that between span(W) and span(Θ*) (the simulator's), and the theory's "
+           "construction does not apply, so GD's value is the only δ_50 of the row.", "",
+           "| row | GD: successes at δ | GD δ_50 | theory δ_50 | theory − GD | command |",
+           "|---|---|---|---|---|---|"]
+    for c in checks:
+        st, pr, row = c["settings"], c["problem"], c["row"]
+        theory = rows[row - 1].get("d50") if row else None
+        tv = (theory or {}).get("value")
+        diff = f"{tv - c['d50']:+.2f}" if c["same"] and tv is not None else "—"
+        counts = ", ".join(f"{k}/{n} at {x:g}" for k, n, x in c["counts"])
+        label = (f"{row} (`{pr['target']}`, {pr['activation']}, m = {pr['m']})" if row
+                 else f"`{pr['target']}`, {pr['activation']}, m = {pr['m']}")
+        if not c["same"]:
+            label += f" (d = {st['d']}, η = {pr['eta']:g}, {pr['steps']} steps: not the row's set-up)"
+        out.append(f"| {label} | {counts} | {round_pm(c['d50'], c['error'])} | {fmt(theory)} | {diff} | "
+                   f"`{simulate_command(st)} > validation/results/{c['file']}` |")
+    return out
+
+
+def d50_cell(q: dict[str, Any] | None, gd: dict[str, Any] | None) -> str:
+    """The δ_50 cell: the theory's (:func:`fmt`), or for a row the theory cannot do (m = 2 or
+    k = 2) GD's spot check at the row's set-up if there is one."""
+    if q is not None and q.get("status") == "n/a" and gd is not None:
+        return f"GD: {round_pm(gd['d50'], gd['error'])} (theory n/a: needs m = k = 1)"
+    return fmt(q)
 
 
 def same_cells(rows: list[dict[str, Any]]) -> str:
@@ -550,11 +575,12 @@ def render(rows: list[dict[str, Any]], cfg: dict[str, Any], cmd: str, quick: boo
         f"{cfg['d']}) |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
+    gd_same = {} if quick else {c["row"]: c for c in load_gd_checks(rows, cfg) if c["same"]}
     for i, r in enumerate(rows, 1):
         alg = fmt_alg(r["alg"], r["target"], r["target"] in easy_targets)
         lines.append(f"| {i} | `{r['target']}` | {r['activation']} | {r['m']} | {r['eta']:g} | "
                      f"{alg} | {fmt(r['nn_early'])} | {fmt(r['nn_long'], cfg['long_time'])} | "
-                     f"{fmt(r['d50'])} |")
+                     f"{d50_cell(r['d50'], gd_same.get(i))} |")
     if not quick:
         lines += gd_checks(rows, cfg)
     lines += ["", "## Figures", "",
