@@ -19,6 +19,11 @@ other sessions keep the cores busy; (b) then shows no gain.
 The machine load (``os.getloadavg``) is printed beside each timing: on a shared machine
 the process-pool ratio is bounded by the idle cores.
 
+Edge march passes (``--edge-march``): :func:`dmftsolve.hessian._resolvent.left_edge_march`
+with one pass (before 2026-12-02) against the default refining passes, on the m = 2 laws where
+the single pass stepped over an island (r² on ``y = z²``, δ = 1.5, t = 20, 10⁴ paths, DMFT seeds
+0 and 1): time ratio and both edges.
+
 Cost against the simulator (``--simulator``):
 
 1. Runs ``dmftsolve threshold`` as a subprocess (GeLU neuron on ``y = z²``,
@@ -43,7 +48,7 @@ quantities (the DMFT gives δ_NN(t) at d = ∞; the simulator a finite-d,
 finite-time success transition; see ``docs/findings.md``); the comparison
 is of cost only.
 
-Run: ``python benchmarks/bench_threshold.py [--speed] [--simulator] [--json]`` (speed: about
+Run: ``python benchmarks/bench_threshold.py [--speed] [--simulator] [--edge-march] [--json]`` (speed: about
 4 min on 2 idle cores; simulator: about 2 min).
 """
 
@@ -146,6 +151,29 @@ def outlier_points_ratio() -> dict:
             "identical_edges_and_outliers": bool(agree)}
 
 
+def edge_march_passes() -> dict:
+    """(d): the left-edge march with one pass against the default passes, same laws."""
+    from dmftsolve.hessian._resolvent import left_edge_march, prepare_law
+    from dmftsolve.thresholds.hessian_threshold import hard_spectrum
+
+    prob = Problem.build(target="z**2", activation="quad", m=2, eta=0.05)
+    out: dict = {"one_pass_s": 0.0, "default_s": 0.0, "laws": []}
+    for seed in (0, 1):
+        law = hard_spectrum(prob, 1.5, 20, settings=ThresholdSettings(n_paths=10_000, seed=seed, workers=1),
+                            throw=False).law
+        wl = prepare_law(law, 1.5, 0.0, None)
+        row = {"seed": seed}
+        for key, passes in (("one_pass", 1), ("default", 5)):
+            t0 = time.perf_counter()
+            edge, info = left_edge_march(wl, xtol=1e-10 * wl.scale, tol=1e-12, maxiter=100, passes=passes)
+            dt = time.perf_counter() - t0
+            out[f"{key}_s"] += dt
+            row |= {f"{key}_edge": edge, f"{key}_s": dt, f"{key}_steps": info["edge_steps"]}
+        out["laws"].append(row)
+    out["ratio"] = out["default_s"] / out["one_pass_s"]
+    return out
+
+
 def speed() -> dict:
     """Ratios (a) xtol 0.25 -> 1.0 and (b) serial -> process pool, baseline first, same seeds."""
     fine = _main_job(xtol=0.25, workers=1)
@@ -165,7 +193,15 @@ def speed() -> dict:
 def main() -> None:
     as_json = "--json" in sys.argv
     report = {}
-    if "--simulator" not in sys.argv or "--speed" in sys.argv:
+    if "--edge-march" in sys.argv:
+        report["edge_march"] = em = edge_march_passes()
+        if not as_json:
+            for r in em["laws"]:
+                print(f"seed {r['seed']}: one pass edge {r['one_pass_edge']:.6f} ({r['one_pass_s']:.2f} s, "
+                      f"{r['one_pass_steps']} steps); default {r['default_edge']:.6f} "
+                      f"({r['default_s']:.2f} s, {r['default_steps']} steps)")
+            print(f"ratio default / one pass: {em['ratio']:.2f}x")
+    if ("--simulator" not in sys.argv and "--edge-march" not in sys.argv) or "--speed" in sys.argv:
         report["speed"] = speed()
         if not as_json:
             sp = report["speed"]
