@@ -565,7 +565,9 @@ def render(rows: list[dict[str, Any]], cfg: dict[str, Any], cmd: str, quick: boo
         f"is below {EXTEND_BELOW * 100:.0f} % is run also at δ = "
         f"{', '.join(f'{x:g}' for x in ext_grid(cfg))} and fitted to both grids' counts "
         "('grid extended to …'); a value still near or beyond the end of its grid is the probit "
-        "fit's extrapolation, hence its large error.",
+        "fit's extrapolation, hence its large error. The theory's construction needs m = k = 1; a "
+        "cell reading 'GD: …' is GD's own δ_50 from a spot check at the row's d, η and step budget "
+        "(section below), not a prediction.",
         "* '—': the quantity failed; the cell gives the reason (the full message is in "
         "`results_table.json`). 'not run yet': not computed so far (subsets are computed with "
         "--quantities, --widths, --activations; the whole table is "
