@@ -22,9 +22,10 @@ Columns, each with the command that reproduces it (listed under the table) and i
   (:func:`dmftsolve.thresholds.finite_d_transition.transition`, construction ``"forced"``: probit
   50 % point of the predicted success curve, ± bootstrap error), horizon 400 steps, 8 draws on the δ grid
   ``TRANSITION_GRID``. Defined only for a single neuron (m = 1) with one target direction
-  and a label even in z; other rows say so. A row whose success rate at the grid's end is
-  below ``EXTEND_BELOW`` is also run at ``TRANSITION_GRID_EXT`` (cached as ``d50_ext``) and
-  refitted to both grids' counts (:func:`merge_d50`).
+  and a label even in z; other rows say so, or show GD's own δ_50 ("GD: …", :func:`d50_cell`)
+  when a spot check (below) ran at the row's d, η and step budget. A row whose success rate
+  at the grid's end is below ``EXTEND_BELOW`` is also run at ``TRANSITION_GRID_EXT``
+  (cached as ``d50_ext``) and refitted to both grids' counts (:func:`merge_d50`).
 
 Below the table, "GD spot checks" compares δ_50 cells with ``dmftsolve simulate --json``
 outputs saved as ``validation/results/gd_check_*.json`` (:func:`gd_checks`; each row prints
@@ -47,7 +48,8 @@ Full size (not run in this session)::
 Estimated cost on one core: δ_alg 0.1–8 s per target. δ_NN(t·η = 1), 3 seeds: measured here
 8 s for GeLU, m = 1, ``z² − 1`` (6.66 ± 0.72) but **527 s** for the same row at m = 2
 (6.26 ± 0.54), on the shared machine (a later run, 2026-12-02: 240–290 s per GeLU m = 2 row,
-two at a time). The long-time rule (T = 200) costs ≈ 50 s per m = 1 row
+two at a time; after the edge march's refining passes, 10 GeLU and r² m = 2 rows took 30 min
+on one core beside another job). The long-time rule (T = 200) costs ≈ 50 s per m = 1 row
 (findings §7) and, scaling like the early one, of the order of an hour per m = 2 row. So
 24 m = 1 rows ≈ 30 min, 24 m = 2 rows ≈ 10–25 CPU-hours; δ_50: measured 5–6 min per row
 (7 δ × 8 draws, about 6 s a draw whatever d), 16 rows ≈ 1.5 CPU-hours. ``--quantities`` computes a subset
