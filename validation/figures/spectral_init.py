@@ -68,7 +68,7 @@ executor (``--workers``/``--dask``) and the point is cached.
 
 Run
 ---
-Full size (not run; the d = 1000 run of 2026-12-02 is below)::
+Full size (not run with this default δ list; the run of 2026-12-02 is below)::
 
     python validation/figures/spectral_init.py --trials 20 --workers 2
 
@@ -82,8 +82,10 @@ d = 2000: the full default ≈ 2 CPU-hours (an earlier estimate from ``success_c
 runs at larger δ said 8). The theory, one warm-start DMFT of 200 steps with 2·10⁴ paths per
 δ, takes about 2 s (1.6–2.3 s measured). Run so far::
 
-    python validation/figures/spectral_init.py --cases gelu_z2m1,gelu_z2 --ds 1000 \
+    python validation/figures/spectral_init.py --cases gelu_z2m1,gelu_z2 --ds 1000,2000 \
         --deltas 0.75,1,1.5,2,2.5,3,4,5,7,9 --trials 20 --workers 1
+
+(d = 1000: 30 min; d = 2000: 104 min on one core with the other busy, 2026-12-02.)
 
 ``--quick`` (the test): d = 60, one case, 3 δ, 2 trials.
 """
