@@ -70,7 +70,8 @@ def test_step_scale(quick: tuple[Path, dict[str, Any]]) -> None:
 def test_report_and_resume(quick: tuple[Path, dict[str, Any]]) -> None:
     out, res = quick
     md = (out / "hard_overlap_vs_simulation_quick.md").read_text()
-    assert "## quad_z2" in md and "| 50 |" in md and "| 10 |" in md
+    T = hov.QUICK["T"]
+    assert "## quad_z2" in md and f"| {5 * T} |" in md and f"| {T} |" in md
     again = hov.main(["--quick", "--out-dir", str(out), "--cases", "gelu_z2m1,quad_z2"])
     for name in res["cases"]:
         assert again["cases"][name]["gd"]["100"]["seconds"] == res["cases"][name]["gd"]["100"]["seconds"]
