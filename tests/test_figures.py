@@ -233,6 +233,10 @@ def test_results_table_d50_cell_from_gd(tmp_path: Path) -> None:
     assert rt.d50_cell(na, check).startswith("GD: 6.0 ± ") and "theory n/a" in rt.d50_cell(na, check)
     assert rt.d50_cell(na, None) == "n/a (needs m = k = 1)"
     assert rt.d50_cell(rows[0]["d50"], check) == "7.0 ± 0.5"
+    # no trial succeeded anywhere: the probit has no 50 % point; the cell gives the bound
+    none = {**check, "counts": [(0, 10, 4.0), (0, 10, 6.0), (0, 10, 8.0)], "d50": float("nan")}
+    assert rt.d50_cell(na, none) == ("GD: > 8 (no GD trial succeeded at any δ of the grid) "
+                                     "(theory n/a: needs m = k = 1)")
     settings["d"] = 500
     (tmp_path / "gd_check_m2.json").write_text(json.dumps(
         {"summary": {"settings": settings, "success_rate": [0.0, 0.5, 1.0]}}))

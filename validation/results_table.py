@@ -463,22 +463,33 @@ def gd_checks(rows: list[dict[str, Any]], cfg: dict[str, Any],
         st, pr, row = c["settings"], c["problem"], c["row"]
         theory = rows[row - 1].get("d50") if row else None
         tv = (theory or {}).get("value")
-        diff = f"{tv - c['d50']:+.2f}" if c["same"] and tv is not None else "—"
+        diff = f"{tv - c['d50']:+.2f}" if c["same"] and tv is not None and math.isfinite(c["d50"]) else "—"
         counts = ", ".join(f"{k}/{n} at {x:g}" for k, n, x in c["counts"])
         label = (f"{row} (`{pr['target']}`, {pr['activation']}, m = {pr['m']})" if row
                  else f"`{pr['target']}`, {pr['activation']}, m = {pr['m']}")
         if not c["same"]:
             label += f" (d = {st['d']}, η = {pr['eta']:g}, {pr['steps']} steps: not the row's set-up)"
-        out.append(f"| {label} | {counts} | {round_pm(c['d50'], c['error'])} | {fmt(theory)} | {diff} | "
+        out.append(f"| {label} | {counts} | {gd_d50_text(c)} | {fmt(theory)} | {diff} | "
                    f"`{simulate_command(st)} > validation/results/{c['file']}` |")
     return out
+
+
+def gd_d50_text(check: dict[str, Any]) -> str:
+    """GD's δ_50 ± error, or a bound when every trial failed (or succeeded) on the grid, where
+    the probit fit has no 50 % point."""
+    wins = [k for k, _, _ in check["counts"]]
+    if all(k == 0 for k in wins):
+        return f"> {check['counts'][-1][2]:g} (no GD trial succeeded at any δ of the grid)"
+    if all(k == n for k, n, _ in check["counts"]):
+        return f"< {check['counts'][0][2]:g} (every GD trial succeeded at every δ of the grid)"
+    return round_pm(check["d50"], check["error"])
 
 
 def d50_cell(q: dict[str, Any] | None, gd: dict[str, Any] | None) -> str:
     """The δ_50 cell: the theory's (:func:`fmt`), or for a row the theory cannot do (m = 2 or
     k = 2) GD's spot check at the row's set-up if there is one."""
     if q is not None and q.get("status") == "n/a" and gd is not None:
-        return f"GD: {round_pm(gd['d50'], gd['error'])} (theory n/a: needs m = k = 1)"
+        return f"GD: {gd_d50_text(gd)} (theory n/a: needs m = k = 1)"
     return fmt(q)
 
 
