@@ -399,27 +399,33 @@ def far_left(law: WeightLaw) -> float:
     return law.lower - 0.1 * law.scale
 
 
-def _march_to_fold(law: WeightLaw, x: float, R: np.ndarray, K: np.ndarray, hmax: float, *, xtol: float,
-                   tol: float, maxiter: int, target: float | None = None, target_tol: float = 0.0
-                   ) -> tuple[float, np.ndarray, np.ndarray, int, bool]:
-    """Continue the physical real branch in steps of at most ``hmax``; where it stops.
+def march_to_fold(law: WeightLaw, x: float, R: np.ndarray, K: np.ndarray, hmax: float, *, xtol: float,
+                  tol: float, maxiter: int, target: float | None = None, approach: float | None = 8.0,
+                  target_tol: float = 0.0) -> tuple[float, np.ndarray, np.ndarray, int, bool]:
+    """Continue the physical real branch rightwards in steps of at most ``hmax``; where it stops.
 
-    Without ``target`` it stops at the first fold (a step below ``xtol`` fails). With a
-    ``target`` the cap also shrinks geometrically, to 1/8 of the distance left, and the march
-    stops within ``target_tol`` of the target unless a fold stops it first. The last value is
-    True iff a fold stopped it.
+    A failed step is halved, an accepted one grown by 1.5. Without ``target`` the march stops
+    at the first fold (a step below ``xtol`` fails). With a ``target`` and ``approach = a`` the
+    cap also shrinks geometrically, to 1/a of the distance left, and the march stops within
+    ``max(target_tol, a·xtol)`` of the target; with ``approach=None`` it goes exactly to the
+    target (last step clipped). Either way a fold can stop it first. Returns
+    ``(x, R, K, steps, folded)``; ``folded`` is True iff a fold (or the step limit) stopped it.
     """
     h = hmax
     steps = 0
     while steps < 20_000:
-        cap = hmax if target is None else min(hmax, (target - x) / 8.0)
-        if target is not None and target - x <= max(target_tol, 8.0 * xtol):
-            return x, R, K, steps, False
+        cap = hmax
+        if target is not None:
+            left = target - x
+            if left <= (0.0 if approach is None else max(target_tol, approach * xtol)):
+                return x, R, K, steps, False
+            if approach is not None:
+                cap = min(hmax, left / approach)
         h = min(h, cap)
         if h <= xtol:
             return x, R, K, steps, True
         steps += 1
-        x_try = x + h
+        x_try = x + h if target is None or approach is not None else min(x + h, target)
         R_try, K_try, ok = real_step(law, x_try, x, R, K, tol=tol, maxiter=maxiter)
         if ok:
             x, R, K = x_try, R_try, K_try
@@ -453,12 +459,12 @@ def left_edge_march(law: WeightLaw, *, xtol: float, tol: float, maxiter: int,
     if not ok:
         raise SolverError(f"real branch: no physical solution at x={x0!r} below the support")
     _, K0, _ = residual(law, x0, R0)
-    x, _, K, steps, _ = _march_to_fold(law, x0, R0, K0, (law.upper - x0) / 400.0, xtol=xtol, tol=tol,
+    x, _, K, steps, _ = march_to_fold(law, x0, R0, K0, (law.upper - x0) / 400.0, xtol=xtol, tol=tol,
                                        maxiter=maxiter)
     n_pass = 1
     while n_pass < passes:
         n_pass += 1
-        x2, _, K2, s2, folded = _march_to_fold(law, x0, R0, K0, (x - x0) / verify_steps, xtol=xtol,
+        x2, _, K2, s2, folded = march_to_fold(law, x0, R0, K0, (x - x0) / verify_steps, xtol=xtol,
                                                tol=tol, maxiter=maxiter, target=x, target_tol=1e-4 * (x - x0))
         steps += s2
         if not folded:

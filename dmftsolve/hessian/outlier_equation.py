@@ -74,6 +74,7 @@ from dmftsolve.hessian._resolvent import (
     far_left,
     law_flag,
     left_edge,
+    march_to_fold,
     prepare_law,
     real_start,
     real_step,
@@ -172,18 +173,11 @@ def _march(law: WeightLaw, z: np.ndarray, grid: np.ndarray, R0: np.ndarray, K0: 
         R, K, ok = real_step(law, x, x_old, R_old, K_old, tol=tol, maxiter=maxiter)
         if not ok:
             full = x - x_old
-            h = 0.5 * full
-            h_min = abs(full) * 2.0 ** -max_halvings
-            while x_old != x:
-                x_try = x if abs(h) >= abs(x - x_old) else x_old + h
-                R, K, ok = real_step(law, x_try, x_old, R_old, K_old, tol=tol, maxiter=maxiter)
-                if ok:
-                    x_old, R_old, K_old = x_try, R, K
-                    h *= 1.5
-                elif abs(h) <= h_min:
-                    return br, False, (x_old, R_old, K_old)
-                else:
-                    h *= 0.5
+            x_old, R, K, _, folded = march_to_fold(law, x_old, R_old, K_old, 0.5 * full,
+                                                   xtol=full * 2.0**-max_halvings, tol=tol, maxiter=maxiter,
+                                                   target=x, approach=None)
+            if folded:
+                return br, False, (x_old, R, K)
         M, _ = _m_and_derivative(law, z, R, K, derivative=False)
         br.x.append(x)
         br.R.append(R)
@@ -355,35 +349,17 @@ def _scan_to(
                 except SolverError:  # the bracket straddles a piece of the support
                     jumped = True
             if jumped:
-                stall = _first_fold(law, br.x[j], br.R[j], br.K[j], br.x[j + 1], tol=tol, maxiter=maxiter)
+                # where a march in steps of 1/1024 of this one stalls: the fold the step jumped
+                cap = (br.x[j + 1] - br.x[j]) / 1024
+                xs, Rs, Ks, _, folded = march_to_fold(
+                    law, br.x[j], br.R[j], br.K[j], cap, xtol=cap * 2.0**-30, tol=tol, maxiter=maxiter,
+                    target=br.x[j + 1], approach=None)
+                stall = (xs, Rs, Ks) if folded else None
                 failure = f"the scan stepped over a piece of the support in [{br.x[j]!r}, {br.x[j + 1]!r}]"
                 return found, diag | {"failure": failure}, False, stall
             found.extend(roots)
     diag["min_eig_M_at_scan_end"] = float(last_eig[0]) if last_eig is not None else math.nan
     return found, diag, True, None
-
-
-def _first_fold(law: WeightLaw, x0: float, R0: np.ndarray, K0: np.ndarray, x1: float, *, tol: float,
-                maxiter: int, nsteps: int = 1024, max_halvings: int = 30) -> tuple | None:
-    """March from ``x0`` towards ``x1`` in steps of at most ``(x1 − x0)/nsteps``; where it stalls.
-
-    Returns ``(x, R, K)`` at the stall (a fold if the spectral radius of ``K`` is near 1), or
-    ``None`` if ``x1`` is reached without one.
-    """
-    cap = (x1 - x0) / nsteps
-    h, h_min = cap, cap * 2.0 ** -max_halvings
-    x, R, K = x0, R0, K0
-    while x < x1:
-        x_try = min(x + h, x1)
-        R_try, K_try, ok = real_step(law, x_try, x, R, K, tol=tol, maxiter=maxiter)
-        if ok:
-            x, R, K = x_try, R_try, K_try
-            h = min(1.5 * h, cap)
-        elif h <= h_min:
-            return x, R, K
-        else:
-            h *= 0.5
-    return None
 
 
 def _refine(law: WeightLaw, z: np.ndarray, br: _Branch, j: int, i: int, *, tol: float, maxiter: int):
