@@ -50,7 +50,7 @@ Theory for the spectral start
 -----------------------------
 A warm-start DMFT (``d → ∞``, :func:`dmftsolve.solve_dmft`) from ``M0 = ρ √q0``,
 ``Q0 = q0 (1 − ρ²)`` (``Problem.build(M0=..., Q0=...)``), ``--theory-steps`` steps (default
-200), ``--theory-paths`` paths; its final cosine, and success iff above 1/2. Caveat: the DMFT
+1000, GD's own number of steps; the figure was first drawn with 200, see below), ``--theory-paths`` paths; its final cosine, and success iff above 1/2. Caveat: the DMFT
 warm start takes the orthogonal part of ``W⁰`` independent of the data, while the spectral
 vector's orthogonal part is a function of ``X``; the figure shows how far that matters.
 Below ``δ_alg`` the warm start is ``M0 = 0`` and the theory's cosine is 0 (no run).
@@ -79,8 +79,8 @@ one worker, the other core busy): a trial (both starts stepped together, 1000 st
 spectral vector) takes about 1 s per unit of δ at d = 1000 (0.7 s at δ = 0.75, 9.2 s at
 δ = 9), so 20 trials at δ = 1, …, 8 cost ≈ 12 min per case at d = 1000 and ≈ 4× that at
 d = 2000: the full default ≈ 2 CPU-hours (an earlier estimate from ``success_curves.py``'s
-runs at larger δ said 8). The theory, one warm-start DMFT of 200 steps with 2·10⁴ paths per
-δ, takes about 2 s (1.6–2.3 s measured). Run so far::
+runs at larger δ said 8). The theory, one warm-start DMFT of 1000 steps with 2·10⁴ paths per
+δ, takes about 1 min (57–58 s measured with both other cores busy; 200 steps took 2 s). Run so far::
 
     python validation/figures/spectral_init.py --cases gelu_z2m1,gelu_z2 --ds 1000,2000 \
         --deltas 0.75,1,1.5,2,2.5,3,4,5,7,9 --trials 20 --workers 1
@@ -128,7 +128,7 @@ CASES: dict[str, dict[str, Any]] = {
     "quad_z2": {"target": "z**2", "activation": "quad", "eta": 0.1, "steps": 2000, "shift": 0.0},
 }
 FULL = {"ds": [1000, 2000], "trials": 20, "deltas": [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0],
-        "cases": ["gelu_z2m1", "gelu_z2"], "theory_steps": 200, "theory_paths": 20_000,
+        "cases": ["gelu_z2m1", "gelu_z2"], "theory_steps": 1000, "theory_paths": 20_000,
         "record_every": 10, "check_d": 1000, "check_trials": 10,
         "check_deltas": [0.55, 0.75, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0]}
 QUICK = {"ds": [60], "trials": 2, "deltas": [0.4, 2.0, 6.0], "cases": ["gelu_z2m1"],
