@@ -334,7 +334,7 @@ def test_success_from_counts(tmp_path: Path) -> None:
     assert data["settings"]["figure"] == "success_from_counts" and data["settings"]["delta_nn"] == "none"
     counts = json.loads((ROOT / "validation" / "results" / "gd_transition_counts.json").read_text())
     e = data["cases"]["gelu_z2m1"]
-    assert sorted(e["ds"], key=int) == ["500", "1000", "2000", "4000"]
+    assert sorted(e["ds"], key=int) == ["500", "1000", "2000", "3000", "4000"]
     for d, dd in e["ds"].items():
         run_ = counts["runs"][f"gelu_z2m1|{d}"]
         raw = {pt["delta"]: [t for ch in pt["chunks"] for t in ch["trials"]]

@@ -104,6 +104,10 @@ RUNS: dict[int, dict[str, Any]] = {
     19: {"case": "quad_z2", "d": 2000, "deltas": (5, 6, 7, 8), "trials": 40},
     20: {"case": "quad_z2m1", "d": 4000, "deltas": (3.6, 4.2, 4.6, 5), "trials": None},
     21: {"case": "quad_z2", "d": 4000, "deltas": (5, 6, 7, 8), "trials": None},
+    22: {"case": "gelu_z2m1", "d": 3000, "deltas": (6.5, 7, 7.5), "trials": 24},
+    23: {"case": "quad_z2m1", "d": 3000, "deltas": (3.6, 4.2, 4.6, 5), "trials": 24},
+    24: {"case": "quad_z2", "d": 3000, "deltas": (5, 6, 7), "trials": 24},
+    25: {"case": "gelu_z2", "d": 3000, "deltas": (11, 12, 13), "trials": None},
 }
 QUICK_RUNS: dict[int, dict[str, Any]] = {
     1: {"case": "gelu_z2m1", "d": 60, "deltas": (3, 12), "trials": 2},
@@ -119,6 +123,8 @@ ROOT_SEEDS: dict[str, int] = {
     "gelu_min3|4000": 9_304_000, "gelu_z2|4000": 9_204_000,
     "quad_z2m1|2000": 9_502_000, "quad_z2|2000": 9_402_000,
     "quad_z2m1|4000": 9_504_000, "quad_z2|4000": 9_404_000,
+    "gelu_z2m1|3000": 9_103_000, "quad_z2m1|3000": 9_503_000, "quad_z2|3000": 9_403_000,
+    "gelu_z2|3000": 9_203_000,
 }
 
 
