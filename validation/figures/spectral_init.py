@@ -50,7 +50,8 @@ Theory for the spectral start
 -----------------------------
 A warm-start DMFT (``d → ∞``, :func:`dmftsolve.solve_dmft`) from ``M0 = ρ √q0``,
 ``Q0 = q0 (1 − ρ²)`` (``Problem.build(M0=..., Q0=...)``), ``--theory-steps`` steps (default
-1000, GD's own number of steps; the figure was first drawn with 200, see below), ``--theory-paths`` paths; its final cosine, and success iff above 1/2. Caveat: the DMFT
+1000, GD's own number of steps; the figure was first drawn with 200, docs/figures.md §2),
+``--theory-paths`` paths; its final cosine, and success iff above 1/2. Caveat: the DMFT
 warm start takes the orthogonal part of ``W⁰`` independent of the data, while the spectral
 vector's orthogonal part is a function of ``X``; the figure shows how far that matters.
 Below ``δ_alg`` the warm start is ``M0 = 0`` and the theory's cosine is 0 (no run).
