@@ -104,7 +104,7 @@ RUNS: dict[int, dict[str, Any]] = {
     19: {"case": "quad_z2", "d": 2000, "deltas": (5, 6, 7, 8), "trials": 40},
     20: {"case": "quad_z2m1", "d": 4000, "deltas": (3.6, 4.2, 4.6, 5), "trials": None},
     21: {"case": "quad_z2", "d": 4000, "deltas": (5, 6, 7, 8), "trials": None},
-    22: {"case": "gelu_z2m1", "d": 3000, "deltas": (6.5, 7, 7.5), "trials": 24},
+    22: {"case": "gelu_z2m1", "d": 3000, "deltas": (6.5, 7, 7.5), "trials": 40},
     23: {"case": "quad_z2m1", "d": 3000, "deltas": (3.6, 4.2, 4.6, 5), "trials": 24},
     24: {"case": "quad_z2", "d": 3000, "deltas": (5, 6, 7), "trials": 24},
     25: {"case": "gelu_z2", "d": 3000, "deltas": (11, 12, 13), "trials": None},
