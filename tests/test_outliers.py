@@ -380,6 +380,7 @@ def test_training_outliers_bad_input(kwargs: dict, needle: str) -> None:
 
 @settings(max_examples=8, deadline=None)
 @example(c=(0.5, 2.0, -0.9), q=1.0, delta=4.0)
+@example(c=(0.0, 1.0, 0.5), q=2.0, delta=4.0)  # scan grid with two points an ulp apart (fixed 2026-12-02)
 @given(c=st.tuples(st.floats(-1.0, 1.0), st.floats(0.3, 3.0) | st.floats(-3.0, -0.3),
                    st.floats(0.3, 2.0) | st.floats(-2.0, -0.3)),
        q=st.floats(0.2, 3.0), delta=st.floats(1.5, 8.0))

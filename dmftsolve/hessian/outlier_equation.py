@@ -315,6 +315,10 @@ def _scan_to(
         np.linspace(x_far, x_end, n1),
         x_end - span * np.geomspace(1.0, max(edge_gap / span, 1e-12), n1),
     ]))
+    # the two grids can hold points an ulp apart (x_far and x_end − span·1.0, or interior
+    # coincidences); over such a step R cannot decrease measurably and rounding could make it
+    # look as if it jumped over the support: keep the later point of each such pair
+    grid = grid[np.concatenate([np.diff(grid) > 1e-9 * span, [True]])]
     # segments separated by an atom at λ (M(λ) = 0 there: not an outlier)
     segments = [grid]
     if atom_mass > 0 and x_far < law.lam < x_end:
