@@ -24,6 +24,10 @@ with one pass (before 2026-12-02) against the default refining passes, on the m 
 the single pass stepped over an island (r² on ``y = z²``, δ = 1.5, t = 20, 10⁴ paths, DMFT seeds
 0 and 1): time ratio and both edges.
 
+Small solves (``--small-solve``, :func:`small_solve`): the m = 2 closed form of
+``D (D + δR)^{-1}`` in the resolvent map against ``numpy.linalg.solve`` (micro and end to end
+on an m = 2 threshold search), and the matmul Jacobian moment against the einsum it replaced.
+
 Cost against the simulator (``--simulator``):
 
 1. Runs ``dmftsolve threshold`` as a subprocess (GeLU neuron on ``y = z²``,
@@ -48,8 +52,8 @@ quantities (the DMFT gives δ_NN(t) at d = ∞; the simulator a finite-d,
 finite-time success transition; see ``docs/findings.md``); the comparison
 is of cost only.
 
-Run: ``python benchmarks/bench_threshold.py [--speed] [--simulator] [--edge-march] [--json]`` (speed: about
-4 min on 2 idle cores; simulator: about 2 min).
+Run: ``python benchmarks/bench_threshold.py [--speed] [--simulator] [--edge-march] [--small-solve]
+[--json]`` (speed: about 4 min on 2 idle cores; simulator: about 2 min; small solves: about 5 min).
 """
 
 from __future__ import annotations
@@ -174,6 +178,58 @@ def edge_march_passes() -> dict:
     return out
 
 
+def small_solve() -> dict:
+    """(e): the m = 2 closed form of ``D (D + δR)^{-1}`` against ``numpy.linalg.solve``.
+
+    Micro: both on a stack of 10⁴ random symmetric 2 × 2 systems (complex ``R``), and the
+    Jacobian moment ``Σ w B ⊗ B`` by matmul against the three-operand einsum it replaced.
+    End to end: ``delta_nn`` (GeLU, m = 2, ``y = z²``, η = 0.5, long-time rule T = 40,
+    10⁴ paths, one replicate, serial) with the closed form and with ``numpy.linalg.solve``
+    patched back in (the matmul moment is in both); same seed, so the answers must agree.
+    """
+    from unittest import mock
+
+    from dmftsolve.hessian import _resolvent, outlier_equation
+
+    def lapack(D: np.ndarray, S: np.ndarray) -> np.ndarray:
+        return np.swapaxes(np.linalg.solve(D + S[None], D), 1, 2)
+
+    def best_of(f, reps: int = 200) -> float:
+        f()
+        t0 = time.perf_counter()
+        for _ in range(reps):
+            f()
+        return (time.perf_counter() - t0) / reps
+
+    rng = np.random.default_rng(0)
+    A = rng.normal(size=(10_000, 2, 2))
+    D = A + np.swapaxes(A, 1, 2)
+    S = np.array([[1.0 + 0.3j, 0.2], [0.2, 0.7 - 0.1j]])
+    w = np.full(len(D), 1.0 / len(D))
+    Bf = _resolvent.d_times_inverse(D, S).reshape(-1, 4)
+    micro = {"solve_lapack_ms": 1e3 * best_of(lambda: lapack(D, S)),
+             "solve_closed_ms": 1e3 * best_of(lambda: _resolvent.d_times_inverse(D, S)),
+             "moment_einsum_ms": 1e3 * best_of(lambda: np.einsum("i,ip,iq->pq", w, Bf, Bf)),
+             "moment_matmul_ms": 1e3 * best_of(lambda: (w[:, None] * Bf).T @ Bf)}
+    prob = Problem.build(target="z**2", activation="gelu", m=2, eta=0.5, steps=40)
+    st = ThresholdSettings(bracket=(1.0, 40.0), grid=6, xtol=1.0, n_paths=10_000, replicates=1,
+                           long_time=40, workers=1)
+    runs = {}
+    for key in ("lapack", "closed"):
+        with mock.patch.object(_resolvent, "d_times_inverse", lapack if key == "lapack" else
+                               _resolvent.d_times_inverse), \
+             mock.patch.object(outlier_equation, "d_times_inverse", lapack if key == "lapack" else
+                               outlier_equation.d_times_inverse):
+            load, t0 = os.getloadavg()[0], time.perf_counter()
+            r = delta_nn(prob, None, settings=st, throw=False)
+            runs[key] = {"wall_s": time.perf_counter() - t0, "load_before": load, "delta_nn": r.delta_nn,
+                         "status": r.status.value}
+    return micro | {"runs": runs, "ratio_solve": micro["solve_lapack_ms"] / micro["solve_closed_ms"],
+                    "ratio_moment": micro["moment_einsum_ms"] / micro["moment_matmul_ms"],
+                    "ratio_end_to_end": runs["lapack"]["wall_s"] / runs["closed"]["wall_s"],
+                    "same_answer": runs["lapack"]["delta_nn"] == runs["closed"]["delta_nn"]}
+
+
 def speed() -> dict:
     """Ratios (a) xtol 0.25 -> 1.0 and (b) serial -> process pool, baseline first, same seeds."""
     fine = _main_job(xtol=0.25, workers=1)
@@ -201,7 +257,19 @@ def main() -> None:
                       f"{r['one_pass_steps']} steps); default {r['default_edge']:.6f} "
                       f"({r['default_s']:.2f} s, {r['default_steps']} steps)")
             print(f"ratio default / one pass: {em['ratio']:.2f}x")
-    if ("--simulator" not in sys.argv and "--edge-march" not in sys.argv) or "--speed" in sys.argv:
+    if "--small-solve" in sys.argv:
+        report["small_solve"] = ss = small_solve()
+        if not as_json:
+            print(f"D (D + S)^-1, 10^4 2x2 systems: LAPACK {ss['solve_lapack_ms']:.2f} ms, closed form "
+                  f"{ss['solve_closed_ms']:.2f} ms, ratio {ss['ratio_solve']:.1f}x")
+            print(f"moment sum w B (x) B: einsum {ss['moment_einsum_ms']:.2f} ms, matmul "
+                  f"{ss['moment_matmul_ms']:.2f} ms, ratio {ss['ratio_moment']:.1f}x")
+            for key, r in ss["runs"].items():
+                print(f"delta_nn m = 2, T = 40, {key:6s}: {r['wall_s']:.1f} s, delta_nn {r['delta_nn']:.4g} "
+                      f"({r['status']}), load {r['load_before']:.1f}")
+            print(f"ratio end to end: {ss['ratio_end_to_end']:.2f}x (same answer: {ss['same_answer']})")
+    special = ("--simulator", "--edge-march", "--small-solve")
+    if not any(a in sys.argv for a in special) or "--speed" in sys.argv:
         report["speed"] = speed()
         if not as_json:
             sp = report["speed"]

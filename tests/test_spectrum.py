@@ -452,3 +452,60 @@ def test_format_pm_digits_follow_the_error():
     assert format_pm(-2.1987081, 3e-7) == "-2.1987081 ± 0.0000003"
     assert format_pm(0.5, None) == "0.5 ± ?"
     assert format_pm(None, 0.1) == "none"
+
+
+# ----------------------------------------------------------------------------- D (D + S)^{-1}
+def _d_times_inverse_reference(D: np.ndarray, S: np.ndarray) -> np.ndarray:
+    """``D (D + S)^{-1}`` in extended precision (``longdouble``) by the adjugate: the reference."""
+    Dl = D.astype(np.clongdouble)
+    M = Dl + S.astype(np.clongdouble)[None]
+    det = M[:, 0, 0] * M[:, 1, 1] - M[:, 0, 1] * M[:, 1, 0]
+    adj = np.stack([np.stack([M[:, 1, 1], -M[:, 0, 1]], -1), np.stack([-M[:, 1, 0], M[:, 0, 0]], -1)], 1)
+    return np.einsum("iab,ibc->iac", Dl, adj) / det[:, None, None]
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), scale=st.floats(1e-6, 1e3), im=st.floats(0.0, 2.0),
+       shift=st.floats(-3.0, 3.0))
+@example(seed=0, scale=1.0, im=0.0, shift=0.0)
+@example(seed=1, scale=1e-6, im=1e-3, shift=2.0)  # near an atom: S small against D
+@example(seed=221890, scale=1e-6, im=0.0, shift=0.0)  # entries of 1e-7 beside entries of 1
+def test_d_times_inverse_closed_form_m2(seed: int, scale: float, im: float, shift: float) -> None:
+    """The m = 2 closed form of ``_resolvent.d_times_inverse`` (used by ``pieces`` and the outlier
+    matrix) against an extended-precision reference and against ``numpy.linalg.solve``.
+    Tolerance: per sample, relative to its largest entry, ``1e-12 · cond(D + S)`` (both
+    double-precision methods lose up to ``cond · eps``; 1e-12 leaves a factor 5000 on eps)."""
+    from dmftsolve.hessian._resolvent import d_times_inverse
+
+    rng = np.random.default_rng(seed)
+    A = rng.normal(size=(200, 2, 2))
+    D = A + np.swapaxes(A, 1, 2)
+    S0 = rng.normal(size=(2, 2))
+    S = scale * (S0 + S0.T) + shift * np.eye(2) + 1j * im * np.eye(2)
+    M = D + S[None]
+    cond = np.linalg.cond(M)
+    assume(np.all(cond < 1e8))
+    B = d_times_inverse(D, S)
+    ref = _d_times_inverse_reference(D, S)
+    size = np.abs(ref).max(axis=(1, 2))
+    err = (np.abs(B - ref).max(axis=(1, 2)) / size).astype(float)
+    assert np.all(err <= 1e-12 * cond + 1e-14), (err / cond).max()
+    lu = np.swapaxes(np.linalg.solve(M, D), 1, 2)
+    err_lu = np.abs(B - lu).max(axis=(1, 2)) / size.astype(float)
+    assert np.all(err_lu <= 2e-12 * cond + 2e-14), (err_lu / cond).max()
+
+
+def test_d_times_inverse_singular_and_general_m() -> None:
+    """A singular ``D + S`` raises ``LinAlgError`` (as ``numpy.linalg.solve`` does); ``m = 3``
+    goes through ``solve`` and equals ``D (D + S)^{-1}`` computed with ``numpy.linalg.inv``."""
+    from dmftsolve.hessian._resolvent import d_times_inverse
+
+    D = np.array([np.diag([1.0, 2.0]), np.diag([-1.0, 3.0])])
+    with pytest.raises(np.linalg.LinAlgError):
+        d_times_inverse(D, np.diag([1.0, 0.0]))  # second sample: D + S = diag(0, 3)
+    rng = np.random.default_rng(3)
+    A = rng.normal(size=(50, 3, 3))
+    D3 = A + np.swapaxes(A, 1, 2)
+    S3 = 4.0 * np.eye(3)
+    ref = np.einsum("iab,ibc->iac", D3, np.linalg.inv(D3 + S3[None]))
+    assert np.allclose(d_times_inverse(D3, S3), ref, rtol=1e-10, atol=1e-12)

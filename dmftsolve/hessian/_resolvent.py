@@ -157,6 +157,36 @@ def prepare_law(D: ArrayLike | Law, delta: Any, lam: Any, weights: ArrayLike | N
 
 
 # --------------------------------------------------------------------------- core map
+def d_times_inverse(D: np.ndarray, S: np.ndarray) -> np.ndarray:
+    """``D_i (D_i + S)^{-1}`` for each sample ``i``: ``D`` is ``(N, m, m)`` symmetric, ``S`` is
+    ``(m, m)`` symmetric (complex allowed, not Hermitian).
+
+    For ``m = 2`` the inverse is the adjugate over the determinant, written out on the
+    ``N``-vectors of entries: about 5x faster than ``numpy.linalg.solve`` on a stack of
+    2 × 2 systems (whose per-matrix LAPACK call dominates at this size) and as accurate
+    (``tests/test_spectrum.py`` compares both with an extended-precision reference).
+    A singular ``D_i + S`` raises :class:`numpy.linalg.LinAlgError`, as ``solve`` does.
+    """
+    m = D.shape[-1]
+    M = D + S[None, :, :]
+    if m != 2:
+        # (M^{-1} D)^T = D M^{-1}: both are symmetric
+        return np.swapaxes(np.linalg.solve(M, D), 1, 2)
+    a, b, c, d = M[:, 0, 0], M[:, 0, 1], M[:, 1, 0], M[:, 1, 1]
+    det = a * d - b * c
+    if not np.all(det != 0):
+        raise np.linalg.LinAlgError("Singular matrix")
+    r = 1.0 / det
+    D00, D01, D10, D11 = D[:, 0, 0], D[:, 0, 1], D[:, 1, 0], D[:, 1, 1]
+    B = np.empty(M.shape, dtype=M.dtype)
+    # D @ adj(M) / det(M), adj(M) = [[d, -b], [-c, a]]
+    B[:, 0, 0] = (D00 * d - D01 * c) * r
+    B[:, 0, 1] = (D01 * a - D00 * b) * r
+    B[:, 1, 0] = (D10 * d - D11 * c) * r
+    B[:, 1, 1] = (D11 * a - D10 * b) * r
+    return B
+
+
 def pieces(law: WeightLaw, R: np.ndarray, *, jac: bool = True) -> tuple[np.ndarray, np.ndarray | None, Any]:
     """``E[A]``, the Jacobian part ``K`` (``m² × m²``) and the per-sample ``B`` at ``R``."""
     m, delta = law.m, law.delta
@@ -166,15 +196,15 @@ def pieces(law: WeightLaw, R: np.ndarray, *, jac: bool = True) -> tuple[np.ndarr
         EA = np.array([[delta * R[0, 0] * np.einsum("i,i->", law.w, B)]])
         K = np.array([[delta * np.einsum("i,i,i->", law.w, B, B)]]) if jac else None
         return EA, K, B
-    C = np.linalg.solve(law.D + delta * R[None, :, :], law.D)  # (D + δR)^{-1} D
-    B = np.swapaxes(C, 1, 2)  # D (D + δR)^{-1}
+    B = d_times_inverse(law.D, delta * R)  # D (D + δR)^{-1}
     # A = D − D (D + δR)^{-1} D = δ B R: no cancellation when R is small (near atoms)
     EA = delta * law.expect(B) @ R
     EA = 0.5 * (EA + EA.T)
     K = None
     if jac:
         Bf = B.reshape(B.shape[0], m * m)  # row (a, c)
-        K = np.einsum("i,ip,iq->pq", law.w, Bf, Bf)  # [(a, c), (b, d)]
+        # a (m² × N) @ (N × m²) product: not threaded at these shapes, and 8x faster than einsum
+        K = (law.w[:, None] * Bf).T @ Bf  # [(a, c), (b, d)]
         K = delta * K.reshape(m, m, m, m).transpose(0, 2, 1, 3).reshape(m * m, m * m)
     return EA, K, B
 

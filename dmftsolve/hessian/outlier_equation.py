@@ -71,6 +71,7 @@ from scipy.optimize import brentq
 from dmftsolve.hessian._resolvent import (
     WeightLaw,
     atom_mass,
+    d_times_inverse,
     far_left,
     law_flag,
     left_edge,
@@ -116,7 +117,7 @@ def _kron_expect(w: np.ndarray, z: np.ndarray, A: np.ndarray) -> np.ndarray:
     N, k = z.shape
     m = A.shape[-1]
     Zf = (z[:, :, None] * z[:, None, :]).reshape(N, k * k)
-    T = np.einsum("i,ip,iq->pq", w, Zf, A.reshape(N, m * m))  # [(a, b), (c, d)]
+    T = (w[:, None] * Zf).T @ A.reshape(N, m * m)  # [(a, b), (c, d)]
     return T.reshape(k, k, m, m).transpose(0, 2, 1, 3).reshape(k * m, k * m)
 
 
@@ -130,7 +131,7 @@ def _m_and_derivative(
         d = law.D[:, 0, 0]
         B = (d / (d + delta * R[0, 0]))[:, None, None]
     else:
-        B = np.swapaxes(np.linalg.solve(law.D + delta * R[None], law.D), 1, 2)  # D (D + δR)^{-1}
+        B = d_times_inverse(law.D, delta * R)  # D (D + δR)^{-1}
     A = delta * (B @ R)  # = D − D (D + δR)^{-1} D
     A = 0.5 * (A + np.swapaxes(A, 1, 2))
     EA = law.expect(A)
