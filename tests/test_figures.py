@@ -233,6 +233,9 @@ def test_results_table_d50_cell_from_gd(tmp_path: Path) -> None:
     assert rt.d50_cell(na, check).startswith("GD: 6.0 ± ") and "theory n/a" in rt.d50_cell(na, check)
     assert rt.d50_cell(na, None) == "n/a (needs m = k = 1)"
     assert rt.d50_cell(rows[0]["d50"], check) == "7.0 ± 0.5"
+    # the reproducing command names the width (it was missing before 2026-12-02: m = 1 ran instead)
+    assert "--activation gelu --m 2 --eta 0.5" in rt.simulate_command(settings)
+    assert "--m" not in rt.simulate_command({**settings, "problem": {**settings["problem"], "m": 1}})
     # no trial succeeded anywhere: the probit has no 50 % point; the cell gives the bound
     none = {**check, "counts": [(0, 10, 4.0), (0, 10, 6.0), (0, 10, 8.0)], "d50": float("nan")}
     assert rt.d50_cell(na, none) == ("GD: > 8 (no GD trial succeeded at any δ of the grid) "

@@ -407,8 +407,9 @@ GD_CHECK_GLOB = "gd_check_*.json"  # `dmftsolve simulate --json` outputs in vali
 def simulate_command(st: dict[str, Any]) -> str:
     """The ``dmftsolve simulate`` command line that reproduces a ``--json`` output's settings."""
     pr, sim = st["problem"], st["simulate"]
+    width = ["--m", str(pr["m"])] if pr.get("m", 1) != 1 else []  # the CLI default is m = 1
     parts = ["dmftsolve simulate", "--target", shlex.quote(pr["target"]), "--activation",
-             pr["activation"], "--eta", f"{pr['eta']:g}", "--steps", str(pr["steps"]), "--d",
+             pr["activation"], *width, "--eta", f"{pr['eta']:g}", "--steps", str(pr["steps"]), "--d",
              str(st["d"]), "--delta", ",".join(f"{x:g}" for x in st["deltas"]), "--trials",
              str(st["trials"]), "--dtype", sim["dtype"], "--success-threshold",
              f"{st['success_threshold']:g}", "--seed", str(st["root_seed"]["entropy"]), "--json"]
