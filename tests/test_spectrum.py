@@ -166,6 +166,22 @@ def test_shared_null_space_atom() -> None:
         assert got[0][1] == pytest.approx(mass, abs=1e-6)
 
 
+@pytest.mark.parametrize("delta", [0.5, 3.0, 40.0])
+@pytest.mark.parametrize("rotated", [False, True])
+def test_merged_neurons_null_space_atom(delta: float, rotated: bool) -> None:
+    """Two merged neurons: D_i = c_i u uᵀ with c_i ∈ {0, 2} (half each), u = e_1 or (1, 1)/√2.
+    The block along u is the m = 1 law c_i (atom 1 − δ/2 if positive), the orthogonal block
+    is λI: mass 1/2 + 1/2 · max(0, 1 − δ/2), whatever the rotation. The rotated case is the
+    law of GeLU, m = 2, at δ = 40, t = 200 (results-table row 26), where the adjugate 2 × 2
+    solve stalled Newton near λ and the atom was reported as unknown (nan)."""
+    u = np.array([1.0, 1.0]) / math.sqrt(2.0) if rotated else np.array([1.0, 0.0])
+    c = np.tile([0.0, 2.0], 200)
+    D = c[:, None, None] * np.outer(u, u)[None]
+    mass = 0.5 + 0.5 * max(0.0, 1.0 - delta / 2.0)
+    (got,) = atoms(D, delta)
+    assert got[0] == 0.0 and got[1] == pytest.approx(mass, abs=1e-6)
+
+
 @pytest.mark.parametrize("delta", [0.5, 1.5, 3.0])
 def test_rank_one_weights_atom_and_mass(delta: float) -> None:
     """D_i = u_i u_iᵀ in generic position: atom at 0 of mass max(0, 1 − δ/2) (rank count)."""
@@ -470,8 +486,8 @@ def _d_times_inverse_reference(D: np.ndarray, S: np.ndarray) -> np.ndarray:
 @example(seed=0, scale=1.0, im=0.0, shift=0.0)
 @example(seed=1, scale=1e-6, im=1e-3, shift=2.0)  # near an atom: S small against D
 @example(seed=221890, scale=1e-6, im=0.0, shift=0.0)  # entries of 1e-7 beside entries of 1
-def test_d_times_inverse_closed_form_m2(seed: int, scale: float, im: float, shift: float) -> None:
-    """The m = 2 closed form of ``_resolvent.d_times_inverse`` (used by ``pieces`` and the outlier
+def test_d_times_inverse_unrolled_m2(seed: int, scale: float, im: float, shift: float) -> None:
+    """The m = 2 unrolled elimination of ``_resolvent.d_times_inverse`` (used by ``pieces`` and the outlier
     matrix) against an extended-precision reference and against ``numpy.linalg.solve``.
     Tolerance: per sample, relative to its largest entry, ``1e-12 · cond(D + S)`` (both
     double-precision methods lose up to ``cond · eps``; 1e-12 leaves a factor 5000 on eps)."""

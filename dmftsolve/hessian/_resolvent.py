@@ -161,29 +161,37 @@ def d_times_inverse(D: np.ndarray, S: np.ndarray) -> np.ndarray:
     """``D_i (D_i + S)^{-1}`` for each sample ``i``: ``D`` is ``(N, m, m)`` symmetric, ``S`` is
     ``(m, m)`` symmetric (complex allowed, not Hermitian).
 
-    For ``m = 2`` the inverse is the adjugate over the determinant, written out on the
-    ``N``-vectors of entries: about 5x faster than ``numpy.linalg.solve`` on a stack of
-    2 × 2 systems (whose per-matrix LAPACK call dominates at this size) and as accurate
-    (``tests/test_spectrum.py`` compares both with an extended-precision reference).
-    A singular ``D_i + S`` raises :class:`numpy.linalg.LinAlgError`, as ``solve`` does.
+    Both ``D_i`` and ``M_i = D_i + S`` are symmetric, so ``D_i M_i^{-1} = (M_i^{-1} D_i)^T``.
+    For ``m = 2`` the solve ``M_i X_i = D_i`` is Gaussian elimination with partial pivoting
+    written out on the ``N``-vectors of entries (what LAPACK's ``getrf``/``getrs`` do on a
+    2 × 2 system, without its per-matrix call overhead): 2–5x faster than
+    ``numpy.linalg.solve`` on the stack (``benchmarks/bench_threshold.py --small-solve``),
+    and backward stable like it. The adjugate formula
+    (Cramer's rule) is not: on nearly singular ``M_i`` with ``D_i`` in its well-conditioned
+    part (neurons that have merged, ``D_i ∝ (1, 1)(1, 1)ᵀ``) it left the resolvent's Newton
+    stalled at a residual of 1e-12 where ``solve`` converges (``tests/test_spectrum.py``).
+    A singular ``M_i`` raises :class:`numpy.linalg.LinAlgError`, as ``solve`` does.
     """
     m = D.shape[-1]
     M = D + S[None, :, :]
     if m != 2:
-        # (M^{-1} D)^T = D M^{-1}: both are symmetric
         return np.swapaxes(np.linalg.solve(M, D), 1, 2)
     a, b, c, d = M[:, 0, 0], M[:, 0, 1], M[:, 1, 0], M[:, 1, 1]
-    det = a * d - b * c
-    if not np.all(det != 0):
+    swap = np.abs(c) > np.abs(a)  # pivot on the larger entry of the first column
+    p, q = np.where(swap, c, a), np.where(swap, d, b)  # pivot row
+    r, s = np.where(swap, a, c), np.where(swap, b, d)  # other row
+    if not np.all(p != 0):
         raise np.linalg.LinAlgError("Singular matrix")
-    r = 1.0 / det
-    D00, D01, D10, D11 = D[:, 0, 0], D[:, 0, 1], D[:, 1, 0], D[:, 1, 1]
+    ell = r / p
+    u = s - ell * q
+    if not np.all(u != 0):
+        raise np.linalg.LinAlgError("Singular matrix")
     B = np.empty(M.shape, dtype=M.dtype)
-    # D @ adj(M) / det(M), adj(M) = [[d, -b], [-c, a]]
-    B[:, 0, 0] = (D00 * d - D01 * c) * r
-    B[:, 0, 1] = (D01 * a - D00 * b) * r
-    B[:, 1, 0] = (D10 * d - D11 * c) * r
-    B[:, 1, 1] = (D11 * a - D10 * b) * r
+    for j in (0, 1):  # column j of D is a right-hand side; column j of X = M^{-1} D is row j of B
+        top = np.where(swap, D[:, 1, j], D[:, 0, j])
+        x1 = (np.where(swap, D[:, 0, j], D[:, 1, j]) - ell * top) / u
+        B[:, j, 1] = x1
+        B[:, j, 0] = (top - q * x1) / p
     return B
 
 

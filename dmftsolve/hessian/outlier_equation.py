@@ -322,7 +322,7 @@ def _scan_to(
     grid = grid[np.concatenate([np.diff(grid) > 1e-9 * span, [True]])]
     # segments separated by an atom at λ (M(λ) = 0 there: not an outlier)
     segments = [grid]
-    if atom_mass > 0 and x_far < law.lam < x_end:
+    if atom_mass != 0 and x_far < law.lam < x_end:  # an atom, or one not ruled out (nan)
         cut = max(edge_gap, 1e-6 * law.scale)
         segments = [grid[grid < law.lam - cut], grid[grid > law.lam + cut]]
         diag["atom_cut"] = (law.lam - cut, law.lam + cut)

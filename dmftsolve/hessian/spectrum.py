@@ -201,10 +201,13 @@ def atoms(
     For ``m = 1`` the mass is ``max(0, 1 − δ P(D ≠ 0))``. For ``m > 1`` it is the
     limit ``η Im s(λ + iη)`` (``η = 1e-8, 1e-10`` relative, extrapolated in ``√η``), which covers null
     spaces shared by all ``D_i`` (``D = diag(c, 0)``: mass 1/2 for every ``δ``);
-    masses below ``1e-6`` are reported as no atom.
+    masses below ``1e-6`` are reported as no atom. Raises :class:`SolverError` when the
+    limit cannot be computed (rather than reporting no atom).
     """
     law = prepare_law(D, delta, lam, weights)
-    mass, _ = atom_mass(law, tol=tol, maxiter=maxiter)
+    mass, info = atom_mass(law, tol=tol, maxiter=maxiter)
+    if math.isnan(mass):
+        raise SolverError(f"the mass at lam={law.lam!r} could not be computed ({info.get('atom_error')})")
     return [(law.lam, mass)] if mass > 0 else []
 
 
@@ -249,7 +252,10 @@ def density(
         raise ValueError(f"eta must be > 0 and finite, got {eta!r}")
     if law.trivial:
         return np.zeros(xa.shape)
-    mass, _ = atom_mass(law, tol=tol, maxiter=maxiter)
+    mass, info = atom_mass(law, tol=tol, maxiter=maxiter)
+    if math.isnan(mass):
+        raise SolverError(f"the mass at lam={law.lam!r} could not be computed ({info.get('atom_error')}), "
+                          "so neither can the density beside it")
     rho, ok = density_on(law, xa.reshape(-1), eta=eta_r, atom=mass, tol=tol, maxiter=maxiter)
     if not np.all(ok):
         bad = xa.reshape(-1)[~ok]
@@ -418,6 +424,10 @@ def bulk_spectrum(
     diagnostics |= info_atom
     atom_list = [(law.lam, mass)] if mass > 0 else []
     status = Status.SUCCESS
+    if math.isnan(mass):
+        status = Status.NOT_CONVERGED
+        messages.append(f"the mass at λ = {law.lam:.6g} could not be computed "
+                        f"({info_atom.get('atom_error')}); density and total mass are unknown")
     if x is None:
         if npoints > 0 and not law.trivial:
             width = right - left
