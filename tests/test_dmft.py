@@ -595,3 +595,31 @@ def test_force_curvature_along_target_has_gd_variance(weights):
     se = est * math.sqrt(2 / (curv.size - 1))
     assert abs(est - ref) <= 4 * se, (est, se, ref, mean, var)
     assert abs(curv.mean() - mean) <= 4 * math.sqrt(est / curv.size), (curv.mean(), mean)
+
+
+def test_diverged_recursion_is_a_failure(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Width 2, GeLU, ``y = z² + 0.5 ε``, δ = 40, hard direction held (the long-time threshold
+    search's set-up, results-table row 26), Stein responses, 2000 paths: the recursion's
+    ``Q(t, t)`` loses positive semidefiniteness within 200 steps (at steps 66–123 over the six
+    seeds and path counts tried; at 10⁴ paths step 137, then 1e68). The run must fail and say so, keep
+    ``Q`` up to the last good step (all PSD) and NaN after it. With the check switched off the
+    same run reports success with a non-PSD ``Q``: the check is what catches it."""
+    from dmftsolve.dynamics import dmft
+    from dmftsolve.thresholds.hessian_threshold import restricted
+
+    prob, _ = restricted(Problem.build(target="z**2 + 0.5*eps", activation="gelu", m=2, eta=0.5,
+                                       steps=200))
+    kw = dict(n_paths=2000, seed=0, steps=200, errors="none", test_loss="none")
+    res = solve_dmft(prob, 40.0, throw=False, **kw)
+    assert res.status is Status.FAILED and "not positive semidefinite" in res.message
+    with pytest.raises(SolverError, match="diverged at step"):
+        solve_dmft(prob, 40.0, **kw)
+    diag = np.array([res.Q[t, t] for t in range(201)])
+    good = np.isfinite(diag).all(axis=(1, 2))
+    last = int(np.nonzero(good)[0].max())
+    assert good[: last + 1].all() and 50 < last < 200
+    assert min(np.linalg.eigvalsh(diag[t])[0] for t in range(last + 1)) > 0
+    monkeypatch.setattr(dmft, "PSD_RTOL", math.inf)
+    unchecked = solve_dmft(prob, 40.0, throw=False, **kw)
+    assert unchecked.ok
+    assert min(np.linalg.eigvalsh(unchecked.Q[t, t])[0] for t in range(201)) < 0
