@@ -50,7 +50,7 @@ Estimated cost on one core: δ_alg 0.1–8 s per target. δ_NN(t·η = 1), 3 see
 (6.26 ± 0.54), on the shared machine (a later run, 2026-12-02: 240–290 s per GeLU m = 2 row,
 two at a time; after the edge march's refining passes, 10 GeLU and r² m = 2 rows took 30 min
 on one core beside another job). The long-time rule (T = 200) costs ≈ 50 s per m = 1 row
-(findings §7) and 200–470 s per m = 2 row (measured 2026-12-02, two at a time beside a GD
+(findings §7) and 195–465 s per m = 2 row (measured 2026-12-02, two at a time beside a GD
 job, after the m = 2 solve was unrolled; before, about an hour was estimated). So
 24 m = 1 rows ≈ 30 min, 24 m = 2 rows ≈ 2 CPU-hours; δ_50: measured 5–6 min per row
 (7 δ × 8 draws, about 6 s a draw whatever d), 16 rows ≈ 1.5 CPU-hours. ``--quantities`` computes a subset
