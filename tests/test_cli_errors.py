@@ -91,6 +91,7 @@ CASES = [
     ("dmft-batches-1", ["dmft", *TINY_DMFT[:4], "--paths", "400", "--batches", "1"], 2, "batches"),
     ("dmft-steps-negative", ["dmft", "--delta", "2", "--steps", "-1"], 2, "steps"),
     ("dmft-no-delta", ["dmft"], 2, "--delta"),
+    ("dmft-null-rtol-1", ["dmft", *TINY_DMFT, "--null-rtol", "1"], 2, "--null-rtol must be in [0, 1)"),
     # --- threshold
     ("threshold-no-root", ["threshold", *TINY_THR, "--bracket", "1,1.2"], 1, "no_root"),
     ("threshold-bracket-reversed", ["threshold", "--bracket", "5,1"], 2, "low < high"),
@@ -109,6 +110,7 @@ CASES = [
         "no hard direction",
     ),
     ("threshold-paths-too-few", ["threshold", *TINY_THR, "--paths", "10"], 2, "n_paths"),
+    ("threshold-null-rtol-text", ["threshold", *TINY_THR, "--null-rtol", "tiny"], 2, "--null-rtol"),
     # --- spectrum (helper B's command; the exits are the shared handler's)
     (
         "spectrum-diverges",
@@ -225,6 +227,15 @@ def test_ok_run_exits_0_and_stderr_is_quiet(capsys: pytest.CaptureFixture[str]) 
     assert code == 0 and err == "" and "success" in out
 
 
+def test_null_rtol_flag_reaches_the_solvers(capsys: pytest.CaptureFixture[str]) -> None:
+    """``--null-rtol`` is recorded in the JSON settings of ``dmft`` and ``threshold``."""
+    code, out, _ = _run(["dmft", *TINY_DMFT, "--null-rtol", "0.002", "--json"], capsys)
+    assert code == 0 and json.loads(out)["settings"]["null_rtol"] == 0.002
+    argv = ["threshold", *TINY_THR, "--bracket", "1,3", "--xtol", "0.5", "--null-rtol", "0.002", "--json"]
+    code, out, _ = _run(argv, capsys)
+    assert code == 0 and json.loads(out)["settings"]["null_rtol"] == 0.002
+
+
 def test_threshold_prints_the_answer_last_and_the_table_only_with_verbose(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
@@ -295,6 +306,8 @@ def test_threshold_settings_validates_every_field() -> None:
         {"criterion": "any"},
         {"tails": "x"},
         {"fixed_point": 3},
+        {"null_rtol": 1.0},
+        {"null_rtol": "1e-3"},
     ):
         with pytest.raises(ValueError, match=next(iter(bad)).split("_")[0]):
             ThresholdSettings(**bad)

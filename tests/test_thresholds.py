@@ -237,3 +237,19 @@ def test_hard_spectrum_edges_outliers_law_and_unbounded_laws() -> None:
     sample = hard_spectrum(gelu, 4.0, 0, settings=ThresholdSettings(n_paths=5000), throw=False)
     assert sample.ok and sample.diagnostics["tail_unbounded"]
     assert any("unbounded below" in w for w in sample.warnings) and "unbounded" not in sample.message
+
+
+def test_null_rtol_reaches_the_dmft_of_the_threshold_search() -> None:
+    """``ThresholdSettings.null_rtol`` is the DMFT's: at width 2, GeLU, ``y = z² + 0.5 ε``, δ = 40,
+    t = 200, 2000 paths, the default cut-off lets the Stein recursion diverge (the hard spectrum
+    fails and says so, tests/test_dmft.py) and ``1e-3`` does not."""
+    from dmftsolve.thresholds.hessian_threshold import hard_spectrum
+
+    p = Problem.build(target="z**2 + 0.5*eps", activation="gelu", m=2, eta=0.5, steps=200)
+    base = dict(n_paths=2000, seed=0, workers=1)
+    bad = hard_spectrum(p, 40.0, 200, settings=ThresholdSettings(**base), throw=False)
+    assert not bad.ok and "diverged" in bad.message
+    good = hard_spectrum(p, 40.0, 200, settings=ThresholdSettings(**base, null_rtol=1e-3), throw=False)
+    assert good.ok, good.message
+    assert good.settings["null_rtol"] == 1e-3
+    assert good.left_edge is not None and np.isfinite(good.left_edge)

@@ -78,6 +78,20 @@ def finite_float(text: str) -> float:
     return v
 
 
+def null_rtol(text: str) -> float:
+    """An argparse ``type`` for ``--null-rtol``: a number in [0, 1)."""
+    v = finite_float(text)
+    if not 0 <= v < 1:
+        raise argparse.ArgumentTypeError(f"--null-rtol must be in [0, 1), got {clip(v)}")
+    return v
+
+
+#: Help of ``--null-rtol`` (the ``dmft`` and ``threshold`` commands).
+NULL_RTOL_HELP = ("relative innovation variance below which the Stein responses drop an innovation "
+                  "(default: 1e-4 for stein, 1e-10 for pathwise); if a long run fails with 'the "
+                  "DMFT diverged', 1e-3 is the cure measured at width 2")
+
+
 def _numbers(text: str, cast: type, kind: str) -> list:
     try:
         values = [cast(v) for v in text.replace(",", " ").split()]

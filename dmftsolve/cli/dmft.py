@@ -7,6 +7,7 @@ import argparse
 import numpy as np
 
 from dmftsolve.cli._common import (
+    NULL_RTOL_HELP,
     CommandError,
     add_output_arguments,
     add_problem_arguments,
@@ -16,6 +17,7 @@ from dmftsolve.cli._common import (
     emit,
     finite_float,
     format_table,
+    null_rtol,
     positive_int,
     problem_from_args,
     want_progress,
@@ -57,6 +59,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="replicate: honest errors from independent sub-solves (2x cost); batch: "
                         "cheap batch means conditional on earlier kernels (default: %(default)s)")
     g.add_argument("--no-antithetic", action="store_true", help="disable antithetic pairs")
+    g.add_argument("--null-rtol", type=null_rtol, default=None, help=NULL_RTOL_HELP)
     g.add_argument("--rows", type=positive_int("--rows"), default=10,
                    help="number of steps shown in the table (default: %(default)s)")
     add_progress_argument(g)
@@ -81,7 +84,8 @@ def run(args: argparse.Namespace) -> int:
                memory, seconds, "use fewer --steps or --paths")
     res = solve_dmft(problem, args.delta, n_paths=args.paths, seed=args.seed, method=args.method,
                      antithetic=not args.no_antithetic, n_batches=args.batches,
-                     errors=args.errors, throw=False, progress=want_progress(args))
+                     errors=args.errors, null_rtol=args.null_rtol, throw=False,
+                     progress=want_progress(args))
     T = res.steps
     finite = np.isfinite(res.train_loss) & np.isfinite(res.cosine)
     # the table stops at the first step that is not finite

@@ -8,6 +8,7 @@ import re
 from typing import Any
 
 from dmftsolve.cli._common import (
+    NULL_RTOL_HELP,
     CommandError,
     add_output_arguments,
     add_problem_arguments,
@@ -19,6 +20,7 @@ from dmftsolve.cli._common import (
     finite_float,
     format_pm,
     format_table,
+    null_rtol,
     positive_int,
     problem_from_args,
     want_progress,
@@ -130,6 +132,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     g.add_argument("--replicates", type=positive_int("--replicates", 1000), default=3,
                    help="independent searches (seeds seed, seed+1, ...) for the standard error "
                         "(default: %(default)s)")
+    g.add_argument("--null-rtol", type=null_rtol, default=None, help=NULL_RTOL_HELP)
     g.add_argument("--tails", choices=("sample", "strict"), default="sample",
                    help="unbounded law of D at finite t: use the sample law (sample) or fail (strict)")
     add_progress_argument(g, "; one line per evaluation")
@@ -210,7 +213,8 @@ def run(args: argparse.Namespace) -> int:
     problem = problem_from_args(args)
     settings = ThresholdSettings(criterion=args.criterion, bracket=args.bracket, grid=args.grid,
                                  xtol=args.xtol, n_paths=args.paths, seed=args.seed,
-                                 long_time=args.long_time, tails=args.tails, replicates=args.replicates)
+                                 long_time=args.long_time, tails=args.tails, replicates=args.replicates,
+                                 null_rtol=args.null_rtol)
     if args.t != "tti":
         steps = args.long_time if args.t is None else args.t
         memory, seconds = dmft_cost(problem, args.paths, steps=steps, replicate=False)

@@ -219,7 +219,10 @@ class DMFTSettings:
         steps of the GeLU example); Stein divides by them, and with
         ``null_rtol = 1e-10`` its ``Γ``/``R`` noise grew without bound
         (overflow at step 167 of a 200-step run). Dropping them changes
-        ``Q`` by a relative ``≤ null_rtol``.
+        ``Q`` by a relative ``≤ null_rtol``. At width 2 over long horizons even
+        ``1e-4`` can be too small: the recursion then loses positive
+        semidefiniteness and the run fails ("the DMFT diverged"); ``1e-3``
+        cured every such run seen (``docs/findings.md`` §4.9).
     test_loss : {"mc", "population", "none"}
         ``"mc"`` (default, ~5 ms a step): Monte Carlo over the paths' ``V*``,
         ``ε`` and fresh Gaussian fields ``Ξ ~ N(0, Q(t,t))``;
@@ -939,14 +942,27 @@ class _Run:
         Stein responses at width 2 over long horizons (GeLU, ``y = z² + 0.5 ε``, δ = 40,
         restricted dynamics, 10⁴ paths: ``Q(t, t)`` healthy to step 134, smallest eigenvalue
         −1.28 of 1.96 at step 137, then ``1e68`` by step 200), where the run had reported
-        success and the threshold search read a law of ``D`` from it."""
+        success and the threshold search read a law of ``D`` from it.
+
+        The cause is Monte Carlo noise amplified by the Stein solve: it divides by the
+        innovations' standard deviations, and innovations with a variance just above
+        ``null_rtol·Q(t,t)_jj`` (``1e-4``) carry ``Γ`` entries of order ``10⁷`` whose noise the
+        gauge argument of the module docstring no longer cancels once ``R`` has compounded
+        them. With ``null_rtol = 1e-3`` the same runs stay positive semidefinite (7 of 7 runs,
+        seeds 0–2 at 2000 paths and 0–3 at 10⁴, against 1 of 7 at 1e-4) and their ``Q`` agrees with the
+        ``1e-4`` runs that survive (``docs/findings.md`` §4.9)."""
         blk = self._blk(t)
         Q = self.Qb[blk, blk]
         scale = float(np.max(np.abs(np.diag(Q))))
         lo = float(np.linalg.eigvalsh((Q + Q.T) / 2)[0])
         if lo < -PSD_RTOL * scale:
+            hint = ""
+            if self.cfg.method == "stein":
+                hint = (f"; Stein divides by innovations just above null_rtol={self.cfg.rtol:g}, "
+                        f"so try a larger null_rtol (1e-3 cured the width-2 cases seen) or more "
+                        f"paths")
             return (f"the DMFT diverged at step {t}: Q(t,t) is not positive semidefinite (smallest "
-                    f"eigenvalue {lo:.3g}, largest diagonal entry {scale:.3g})")
+                    f"eigenvalue {lo:.3g}, largest diagonal entry {scale:.3g}){hint}")
         return ""
 
     # ------------------------------------------------------------------ the loop

@@ -128,6 +128,13 @@ class ThresholdSettings:
         Processes over which the replicates' evaluations are spread (default
         None: the available cores, :func:`available_cores`); 1 runs everything
         in this process. The result does not depend on it.
+    null_rtol : float or None
+        ``null_rtol`` of each DMFT run (:class:`~dmftsolve.dynamics.dmft.DMFTSettings`; None:
+        its default, ``1e-4`` for the Stein responses). At width 2 over long horizons the
+        default can let the recursion diverge (GeLU, ``y = z²``, δ of 15–40, ``T = 200``: the
+        run fails with "the DMFT diverged"); ``1e-3`` kept those runs positive semidefinite and
+        moved ``Q`` by less than its Monte Carlo error where both ran (``docs/findings.md``
+        §4.9).
     outlier_points : int
         Scan points of the outlier search below the bulk (``npoints`` of
         :func:`~dmftsolve.hessian.outlier_equation.outliers`, default 100: for
@@ -149,6 +156,7 @@ class ThresholdSettings:
     replicates: int = 1
     workers: int | None = None
     outlier_points: int = 100
+    null_rtol: float | None = None
 
     def __post_init__(self) -> None:
         def integer(name: str, minimum: int) -> None:
@@ -186,6 +194,11 @@ class ThresholdSettings:
         if self.workers is not None:
             integer("workers", 1)
         integer("outlier_points", 16)
+        if self.null_rtol is not None:
+            r = self.null_rtol
+            if isinstance(r, bool) or not isinstance(r, (int, float, np.integer, np.floating)) \
+                    or not 0 <= r < 1:
+                raise ValueError(f"null_rtol must be a number in [0, 1) or None, got {r!r:.80}")
 
     @property
     def n_workers(self) -> int:
@@ -295,7 +308,8 @@ def _dmft_laws(prob: Problem, delta: float, steps: list[int],
     # error bars and test loss of the DMFT are not used here (the replicates measure the error):
     # neither is computed; the paths are those of errors="batch" bit for bit
     res = solve_dmft(prob, delta, n_paths=settings.n_paths, seed=settings.seed, steps=max(steps),
-                     keep_samples_at=tuple(steps), throw=False, errors="none", test_loss="none")
+                     keep_samples_at=tuple(steps), throw=False, errors="none", test_loss="none",
+                     null_rtol=settings.null_rtol)
     out: dict[Time, _LawAt] = {}
     for t in steps:
         diag: dict[str, Any] = {"dmft_train_loss": float(res.train_loss[t])}
@@ -372,7 +386,7 @@ def hard_spectra(
             delta=delta, t=t, outliers=o, hard=hard, status=status, message=message, warnings=warnings,
             law=src.law if keep_law else None, M=src.M, Q=src.Q, b=src.b,
             settings={"problem": prob.to_dict(), "delta": delta, "t": t, "n_paths": settings.n_paths,
-                      "seed": settings.seed},
+                      "seed": settings.seed, "null_rtol": settings.null_rtol},
             diagnostics=src.diagnostics, elapsed=time.perf_counter() - start,
         )
     return out
