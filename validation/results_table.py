@@ -15,7 +15,9 @@ Columns, each with the command that reproduces it (listed under the table) and i
 * **δ_NN(t·η = 1)** — :func:`dmftsolve.delta_nn` at ``t = round(1/η)``: the early-time
   threshold, the one near GD's finite-d transition (findings §4.3); mean ± standard error over
   3 DMFT seeds (10⁴ paths each, bracket 1–40, ``xtol`` 1).
-* **δ_NN long** — the long-time rule (``T = 200`` and ``T/2``), same settings. For unbounded
+* **δ_NN long** — the long-time rule (``T = 200`` and ``T/2``), same settings; at width 2 the
+  DMFT drops innovations below ``LONG_NULL_RTOL_M2 = 1e-3`` of the variance instead of 1e-4
+  (with 1e-4 the Stein recursion diverged on three GeLU rows, findings §4.9). For unbounded
   labels this finite-t threshold grows with the number of paths (findings §5.1–5.3): read it
   as the value at 10⁴ paths.
 * **δ_50 (d = 1000)** — helper D's finite-d transition
@@ -51,7 +53,8 @@ Estimated cost on one core: δ_alg 0.1–8 s per target. δ_NN(t·η = 1), 3 see
 two at a time; after the edge march's refining passes, 10 GeLU and r² m = 2 rows took 30 min
 on one core beside another job). The long-time rule (T = 200) costs ≈ 50 s per m = 1 row
 (findings §7) and 195–465 s per m = 2 row (measured 2026-12-02, two at a time beside a GD
-job, after the m = 2 solve was unrolled; before, about an hour was estimated). So
+job, after the m = 2 solve was unrolled; before, about an hour was estimated; with
+``null_rtol = 1e-3`` and nothing else running, 83–339 s, 24 rows in 30 min on 2 cores). So
 24 m = 1 rows ≈ 30 min, 24 m = 2 rows ≈ 2 CPU-hours; δ_50: measured 5–6 min per row
 (7 δ × 8 draws, about 6 s a draw whatever d), 16 rows ≈ 1.5 CPU-hours. ``--quantities`` computes a subset
 (e.g. ``alg,nn_early``); ``--only``, ``--widths``, ``--activations`` select rows.
@@ -101,6 +104,10 @@ TRANSITION_WEIGHTS = "paired"  # TransitionSettings.force_weights of the δ_50 c
 #: of FULL so that adding it left the cache keys of every other quantity unchanged.
 TRANSITION_GRID_EXT = (16.0, 20.0)
 EXTEND_BELOW = 0.75
+#: ``null_rtol`` of the DMFT in the width-2 long-time cells (the only cells where the default
+#: 1e-4 let the Stein recursion diverge: GeLU on ``z²``, ``z² − 1``, ``z² + 0.5 ε``, docs/findings.md
+#: §4.9). Added to those cells' cache keys only, so the other keys are unchanged.
+LONG_NULL_RTOL_M2 = 1e-3
 FULL = {"n_paths": 10_000, "replicates": 3, "bracket": (1.0, 40.0), "grid": 6, "xtol": 1.0,
         "long_time": 200, "d": 1000, "draws": 8, "transition_steps": 400,
         "transition_grid": TRANSITION_GRID}
@@ -134,7 +141,8 @@ def commands(target: str, act: str, m: int, cfg: dict[str, Any]) -> dict[str, st
     return {
         "alg": f"dmftsolve alg-threshold --target {_q(target)}",
         "nn_early": f"dmftsolve threshold {common} --t {t_early}",
-        "nn_long": f"dmftsolve threshold {common} --t long --long-time {cfg['long_time']}",
+        "nn_long": f"dmftsolve threshold {common} --t long --long-time {cfg['long_time']}"
+                   + (f" --null-rtol {LONG_NULL_RTOL_M2:g}" if m > 1 else ""),
         "d50": (f"dmftsolve transition --target {_q(target)} --activation {act} --eta {eta:g} "
                 f"--steps {cfg['transition_steps']} --d {cfg['d']} --delta {grid} --draws {cfg['draws']}"),
     }
@@ -160,7 +168,8 @@ def compute(kind: str, target: str, act: str, m: int, cfg: dict[str, Any]) -> di
             t = max(1, int(round(1.0 / eta))) if kind == "nn_early" else None
             s = ThresholdSettings(bracket=bracket(act, cfg), grid=cfg["grid"], xtol=cfg["xtol"],
                                   n_paths=cfg["n_paths"], replicates=cfg["replicates"],
-                                  long_time=cfg["long_time"], workers=1)
+                                  long_time=cfg["long_time"], workers=1,
+                                  null_rtol=long_null_rtol(kind, m))
             r = delta_nn(row_problem(target, act, m, t or cfg["long_time"]), t, settings=s, throw=False)
             ok = r.ok and r.delta_nn is not None
             return {"value": r.delta_nn if ok else None, "error": r.stderr if ok else None,
@@ -188,6 +197,12 @@ def compute(kind: str, target: str, act: str, m: int, cfg: dict[str, Any]) -> di
         return {"value": None, "status": "error", "why": f"{type(exc).__name__}: {str(exc)[:200]}",
                 "elapsed": time.perf_counter() - t0}
     raise ValueError(f"unknown quantity {kind!r}")
+
+
+def long_null_rtol(kind: str, m: int) -> float | None:
+    """``null_rtol`` of a cell's DMFT runs: :data:`LONG_NULL_RTOL_M2` for the width-2 long-time
+    cells, else None (the DMFT's default)."""
+    return LONG_NULL_RTOL_M2 if kind == "nn_long" and m > 1 else None
 
 
 def ext_grid(cfg: dict[str, Any]) -> tuple[float, ...]:
@@ -524,7 +539,8 @@ def render(rows: list[dict[str, Any]], cfg: dict[str, Any], cmd: str, quick: boo
         "Set-up: single hidden layer of m units with second-layer weights 1, no bias, square loss "
         "(y − f)²/2, random start q0 = 1; η = 0.5 (GeLU, ReLU, tanh), 0.05 (r²). δ_alg: weak "
         "recovery (target only). δ_NN(t·η = 1): early-time Hessian threshold; δ_NN long: the "
-        f"long-time rule at T = {cfg['long_time']} (and T/2); both mean ± standard error over "
+        f"long-time rule at T = {cfg['long_time']} (and T/2; at m = 2 with the DMFT's "
+        f"null_rtol = {LONG_NULL_RTOL_M2:g}, findings §4.9); both mean ± standard error over "
         f"{seeds} of {cfg['n_paths']} paths, bracket "
         f"{cfg['bracket'][0]:g}–{cfg['bracket'][1]:g} (from 1.5 for r²), xtol {cfg['xtol']:g} "
         "(a bracket is shown "
@@ -688,6 +704,8 @@ def main(argv: list[str] | None = None) -> int:
                 key = {"kind": kind, "target": target} if kind == "alg" else \
                     {"kind": kind, "target": target, "activation": act, "m": m,
                      "eta": ACTIVATIONS[act], **settings}
+                if long_null_rtol(kind, m) is not None:  # width-2 long cells: a new cut-off
+                    key["null_rtol"] = long_null_rtol(kind, m)
                 if kind == "d50":  # the construction changed (finite_n -> forced -> paired weights):
                     key["construction"] = TRANSITION_CONSTRUCTION  # old cells do not apply
                     key["force_weights"] = TRANSITION_WEIGHTS
