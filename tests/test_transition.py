@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dmftsolve import Problem
+from dmftsolve import Problem, Status
 from dmftsolve.dynamics.hard_overlap import (
     HardOverlapSettings,
     RestrictedPaths,
@@ -299,3 +299,23 @@ def test_success_probability_carries_the_curvature_warning() -> None:
     assert "4 x GD's at delta = 20" in r.warnings[0]
     paired = TransitionSettings(draws=2, seed=3, paths_per_sample=2)
     assert list(success_probability(p, 20.0, 200, settings=paired).warnings) == []
+
+
+def test_a_failed_point_is_named_in_the_message(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A curve with failed draws says at which δ and why (it used to say only how many points)."""
+    import dmftsolve.dynamics.dmft as dmft_module
+
+    calls = {"n": 0}
+
+    def solve(problem, delta, **kwargs):  # noqa: ANN001, ANN003, ANN202
+        calls["n"] += 1
+        return _fake_solve([0.1, 0.2, np.nan, np.nan, np.nan] if delta < 5 else
+                           [0.1, 0.3, 0.6, 0.7, 0.8], delta >= 5)(problem, delta, **kwargs)
+
+    monkeypatch.setattr(dmft_module, "solve_dmft", solve)
+    c = transition(CENTRED.replace(steps=4), 500, [3.0, 8.0], settings=TransitionSettings(draws=2),
+                   throw=False)
+    assert calls["n"] == 4
+    assert c.status is Status.FAILED
+    assert c.message.startswith("1 of 2 points had failed draws: δ = 3: 2 DMFT draws failed")
+    assert "non-finite kernels at step 3" in c.message and "δ = 8" not in c.message

@@ -448,7 +448,9 @@ def transition(problem: Problem, d: int, deltas: Sequence[float], *,
     bad = [p for p in points if not p.ok]
     status, message = Status.SUCCESS, ""
     if bad:
-        status, message = Status.FAILED, f"{len(bad)} points had failed draws"
+        status, message = Status.FAILED, (
+            f"{len(bad)} of {len(points)} points had failed draws: "
+            + "; ".join(f"δ = {p.delta:g}: {p.message[:160]}" for p in bad[:3]))
     elif not math.isfinite(mu):
         status, message = Status.NO_ROOT, "success rate is 0 or 1 at every δ: δ_50 outside the grid"
     warning = curvature_warning(s, d, grid)
