@@ -59,11 +59,14 @@ Measured (the one run so far, a subset of the full size, cached in
 δ = 5, 6, 6.5, 7, 8, one worker on the shared 2-core machine): 1784 s wall, of which GD
 13.6 s per run on average (6.7–29.5 s: the machine was loaded), the theory curve 420 s
 (16 draws × 5 δ) and δ_NN 3 s. Successes 2, 4, 8, 11, 19 of 20 (GD probit δ_50 = 6.71 ± 0.15);
-theory δ_50 = 7.29 ± 0.19; δ_NN(t·η = 1) = 6.50 ± 0.75. A second case, r² on ``z² − 1`` at
-d = 1000 with its default δ grid and 20 trials, is its own figure (``--cases quad_z2m1 --ds
-1000 --trials 20 --workers 2 --out validation/results/figures/success_r2``): 806 s wall on 2
-idle cores (GD 3.8 s per run of 2000 steps, theory 526 s); GD δ_50 = 3.83 ± 0.13, theory
-4.34 ± 0.16 (by step 400; one theory draw at δ = 3 non-finite), δ_NN(t·η = 1) = 5.58 ± 0.11.
+theory δ_50 = 7.29 ± 0.19; δ_NN(t·η = 1) = 6.50 ± 0.75.
+
+The two r² cases at d = 1000 with their default δ grids and 20 trials are their own figure
+(``--cases quad_z2m1,quad_z2 --ds 1000 --trials 20 --workers 2 --out
+validation/results/figures/success_r2``; 806 s for ``quad_z2m1`` and 1256 s more for ``quad_z2``
+on 2 idle cores, GD 2.6–10.6 s per run of 2000 steps, theory 526 / 708 s): GD δ_50 = 3.83 ± 0.13
+and 5.23 ± 0.14, theory (by step 400) 4.34 ± 0.16 and 5.82 ± 0.19, δ_NN(t·η = 1) = 5.58 ± 0.11
+and 7.15 ± 0.30 (``docs/figures.md`` §1a).
 
 ``--quick`` (the test): d = 40, two cases, 3 δ, 2 trials, 30 steps, tiny theory; seconds.
 """
