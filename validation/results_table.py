@@ -142,7 +142,7 @@ def commands(target: str, act: str, m: int, cfg: dict[str, Any]) -> dict[str, st
         "alg": f"dmftsolve alg-threshold --target {_q(target)}",
         "nn_early": f"dmftsolve threshold {common} --t {t_early}",
         "nn_long": f"dmftsolve threshold {common} --t long --long-time {cfg['long_time']}"
-                   + (f" --null-rtol {LONG_NULL_RTOL_M2:g}" if m > 1 else ""),
+                   + (f" --null-rtol {r:g}" if (r := long_null_rtol("nn_long", m)) is not None else ""),
         "d50": (f"dmftsolve transition --target {_q(target)} --activation {act} --eta {eta:g} "
                 f"--steps {cfg['transition_steps']} --d {cfg['d']} --delta {grid} --draws {cfg['draws']}"),
     }

@@ -163,6 +163,16 @@ def _check_ints(name: str, values: Any) -> tuple[int, ...]:
     return tuple(sorted({int(v) for v in values}))
 
 
+def check_null_rtol(value: Any) -> None:
+    """Raise ``ValueError`` unless ``value`` is None or a real number in ``[0, 1)``
+    (``null_rtol`` of :class:`DMFTSettings`, also taken by the threshold search's settings)."""
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) \
+            or not 0 <= value < 1:
+        raise ValueError(f"null_rtol must be a number in [0, 1) or None, got {value!r:.80}")
+
+
 @dataclass(frozen=True, kw_only=True)
 class DMFTSettings:
     """Options of :func:`solve_dmft`, validated on construction.
@@ -327,10 +337,7 @@ class DMFTSettings:
             raise ValueError(f"errors must be 'replicate', 'batch' or 'none', got {self.errors!r}")
         if self.test_loss not in ("mc", "population", "none"):
             raise ValueError(f"test_loss must be 'mc', 'population' or 'none', got {self.test_loss!r}")
-        if self.null_rtol is not None:
-            r = self.null_rtol
-            if isinstance(r, bool) or not isinstance(r, (int, float, np.floating)) or not 0 <= r < 1:
-                raise ValueError(f"null_rtol must be a number in [0, 1) or None, got {r!r}")
+        check_null_rtol(self.null_rtol)
         if self.blas_threads is not None:
             _check_int("blas_threads", self.blas_threads, 1)
         if self.force_samples is not None:
