@@ -1,3 +1,8 @@
-"""The library version (kept apart so that ``results`` can read it without importing the package)."""
+"""The library version: the single source (``pyproject.toml`` reads it, and so does ``results``).
 
-__version__ = "0.1.0"
+Kept apart so that :mod:`dmftsolve.results` can read it without importing the
+package. Bump it whenever a default or a result changes, and say so in
+``CHANGELOG.md``.
+"""
+
+__version__ = "0.2.0"

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from dmftsolve.problem import Problem
+from dmftsolve.results import format_pm as format_pm  # the one rounding rule (reprs use it too)
 from dmftsolve.results import jsonable
 
 #: Longest user value quoted in an error message (longer ones are cut, with '…').
@@ -335,34 +336,3 @@ def dmft_cost(problem: Problem, n_paths: int, *, steps: int | None = None, metho
     if replicate:
         seconds *= 2
     return memory, seconds
-
-
-def format_pm(value: float | None, err: float | None) -> str:
-    """``value ± err`` with the value rounded at the error's leading digit(s).
-
-    The error keeps two significant digits when they start with 1 or 2, else one;
-    a missing error (one seed) prints four significant digits and ``± ?``.
-
-    Examples
-    --------
-    >>> format_pm(-2.96912, 0.0063)
-    '-2.969 ± 0.006'
-    >>> format_pm(22.018, 1.13)
-    '22.0 ± 1.1'
-    >>> format_pm(0.3, 0.5)
-    '0.3 ± 0.5'
-    """
-    if value is None or not math.isfinite(value):
-        return "none" if value is None else str(value)
-    if err is None or not math.isfinite(err):
-        return f"{value:.4g} ± ?"
-    if err < 1e-10:  # nothing is resolved below the solvers' tolerances
-        return "0" if abs(value) < 1e-10 else f"{value:.10g}"
-    exp = math.floor(math.log10(err))
-    lead = err / 10**exp
-    sig = 2 if lead < 3 else 1
-    dec = sig - 1 - exp
-    if dec > 0:
-        return f"{value:.{dec}f} ± {err:.{dec}f}"
-    q = 10 ** (-dec)
-    return f"{round(value / q) * q:.0f} ± {math.ceil(err / q) * q:.0f}"
