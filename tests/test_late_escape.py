@@ -1,4 +1,4 @@
-"""``validation/late_escape.py``: the early/late escape split and the trajectory summary.
+"""``validation/investigations/late_escape.py``: the early/late escape split and the trajectory summary.
 
 Reference values are counted by hand from the synthetic inputs written here; the tiny
 trajectory run checks what holds whatever the sample (m_0 of GD is √d w_0[0], the cosine is

@@ -1,4 +1,4 @@
-"""``validation/late_kernels.py`` in its ``--quick`` configuration.
+"""``validation/investigations/late_kernels.py`` in its ``--quick`` configuration.
 
 At t = 0 the restricted field ``h`` is independent of ``z`` with ``h ~ N(0, q0 = 1)``, so GD's
 and the DMFT's curvature along θ*, ``E[z² D(y(z), h)]``, must match a 2-d Gauss–Hermite

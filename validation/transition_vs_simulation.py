@@ -11,7 +11,7 @@ soon as it lands (the JSON is updated after every curve):
   :func:`gd_var` (cached in ``validation/results/transition_gd_var.json``; ``--gd-var``
   recomputes them, about 5 min on one core).
 * **Success curves and δ_50**: :func:`dmftsolve.thresholds.finite_d_transition.transition` per case and
-  d, against GD's success counts (``validation/results/convention_hunt.json``: 8 trials per δ,
+  d, against GD's success counts (``validation/investigations/results/convention_hunt.json``: 8 trials per δ,
   6 at d = 2000, 1000 GD steps for GeLU; finding (k) of ``docs/findings.md`` for
   ``min(z², 3)``). GD's δ_50 here is the same probit fit as the theory's (not the linear
   interpolation of ``convention_hunt.md``), so both carry a standard error.
@@ -152,7 +152,7 @@ def gd_counts(case: dict[str, Any], d: int) -> dict[str, Any] | None:
                     "source": "gd_transition_counts.json"}
     if case["variant"] is None:
         return GD_MIN3.get(d)
-    ch = json.loads((OUT / "convention_hunt.json").read_text())
+    ch = json.loads((OUT.parent / "investigations" / "results" / "convention_hunt.json").read_text())
     sw = ch["sweeps"].get(f"{case['variant']}|{d}")
     if sw is None:
         return None

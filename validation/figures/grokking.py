@@ -7,7 +7,7 @@ Convention (``--convention``, default ``centred_bias``)
   ``(y − f)²/2``, η = 0.5, ``w⁰ ~ N(0, I/d)``. This is the only convention found under which
   the losses plateau at the paper's ≈ 0.6: ``docs/findings.md`` §3.2 (the population optimum
   of the aligned neuron is 0.597; GD at d = 5000 gave train / test 0.603 / 0.588 in
-  ``validation/convention_hunt.py``'s variant V5b).
+  ``validation/investigations/convention_hunt.py``'s variant V5b).
 * ``centred``: ``y = z² − 1``, no bias (plateau 0.791 / 0.789 there).
 * ``plain``: ``y = z²``, no bias (plateau 0.872 / 0.856 there).
 

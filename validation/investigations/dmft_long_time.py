@@ -16,10 +16,10 @@ Stages (each run cached as .npz in ``$DMFT_LONG_TIME_CACHE``, default
 ``report`` tables (GD vs d, DMFT vs N, 1/N and 1/d extrapolations, same-seed kernels
            and their gauge-invariant combinations), JSON and plot.
 
-Outputs: ``validation/results/dmft_long_time.md`` (tables),
+Outputs: ``validation/investigations/results/dmft_long_time.md`` (tables),
 ``dmft_long_time.json`` (numbers) and ``dmft_long_time.png`` (plots).
 
-Run: ``python validation/dmft_long_time.py [sim|dmft|report ...]`` (no argument: all;
+Run: ``python validation/investigations/dmft_long_time.py [sim|dmft|report ...]`` (no argument: all;
 about 6 min for ``sim`` and 12 min for ``dmft`` on an unloaded core).
 """
 

@@ -11,11 +11,11 @@ O(1) from ``M0 = 0``).
 
 For each case and ``d``: the smallest δ on a grid with final cosine > 1/2, refined by
 bisection (``scipy.optimize.bisect`` on the sign of ``cosine_T − 1/2``), for two DMFT seeds.
-Compared with the simulator's δ_50 from ``validation/results/convention_hunt.md`` (same
+Compared with the simulator's δ_50 from ``validation/investigations/results/convention_hunt.md`` (same
 problems, 1000 GD steps; here ``T`` steps).
 
-Outputs ``validation/results/finite_d_escape.{md,json}``.
-Run: ``python validation/finite_d_escape.py [--quick]`` (about 10 min on one core).
+Outputs ``validation/investigations/results/finite_d_escape.{md,json}``.
+Run: ``python validation/investigations/finite_d_escape.py [--quick]`` (about 10 min on one core).
 """
 
 from __future__ import annotations

@@ -6,9 +6,9 @@ finite d, then tests the time-translation-invariant structure of
 and ``1 + κD > 0`` on every sample, and ``u = V + κ g`` must be Gaussian with
 variance ``Q = ‖w‖²``. It also reports how often GD's per-sample root of
 ``V + κ g(y, V) = u`` differs from the global minimiser of the proximal
-objective. Writes ``validation/results/gd_limit_structure.md``.
+objective. Writes ``validation/investigations/results/gd_limit_structure.md``.
 
-Usage: python3 validation/gd_limit_structure.py   (about 2 minutes on 2 cores)
+Usage: python3 validation/investigations/gd_limit_structure.py   (about 2 minutes on 2 cores)
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ def main() -> None:
                      f"{r['u_kurtosis']:.2f} | {r['frac_root_not_global']:.3%} | {r['Q_fixed_point']:.3f} | "
                      f"{r['kappa_fixed_point']:.3f} | {r['train_fixed_point']:.3f} |")
         print(lines[-1], flush=True)
-    out = Path(__file__).parent / "results" / "gd_limit_structure.md"
+    out = Path(__file__).resolve().parent / "results" / "gd_limit_structure.md"
     out.write_text("\n".join(lines) + "\n")
     print(f"written {out}")
 

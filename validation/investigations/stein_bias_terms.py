@@ -1,4 +1,4 @@
-"""How much of the Stein Q bias comes from the same-step quadratic kernel terms (issue 9).
+"""How much of the Stein Q bias comes from the same-step quadratic kernel terms.
 
 The parameter-side update of :mod:`dmftsolve.dynamics.dmft` is
 ``Q(t+1,t+1) = Q − η(F + Fᵀ) + η² E[φφᵀ]`` with
@@ -11,7 +11,7 @@ two estimates along a restricted solve, and prints them beside ``Q(t,t)`` from 2
 8·10⁴ paths. Setting: GeLU, ``y = z² − 1``, η = 0.5, δ = 7, hard direction held at zero,
 reflection-paired paths, seed 1.
 
-Run: ``OMP_NUM_THREADS=1 python validation/stein_bias_terms.py`` (about 15 s).
+Run: ``OMP_NUM_THREADS=1 python validation/investigations/stein_bias_terms.py`` (about 15 s).
 """
 
 from __future__ import annotations
