@@ -242,6 +242,8 @@ class Outliers(Result):
         Bulk edges used (``None``: unbounded, or side not requested).
     """
 
+    _headline = ("locations", "overlaps2")  # shown by the repr (Result.__repr__)
+
     outliers: list[Outlier]
     left_edge: float | None
     right_edge: float | None

@@ -318,6 +318,8 @@ class BulkSpectrum(Result):
         Grid and absolutely continuous density on it.
     """
 
+    _headline = ("left_edge", "right_edge")  # shown by the repr (Result.__repr__)
+
     left_edge: float | None
     right_edge: float | None
     atoms: list[tuple[float, float]]

@@ -72,6 +72,8 @@ class SweepResult(Result):
         returns them.
     """
 
+    _headline = ("deltas", "success_rate", "success_stderr")  # shown by the repr (Result.__repr__)
+
     deltas: np.ndarray
     success_rate: np.ndarray
     success_stderr: np.ndarray

@@ -244,6 +244,8 @@ class HardSpectrum(Result):
     (fixed point: its ``M``, ``Q`` and no bias).
     """
 
+    _headline = ("delta", "t", "left_edge")  # shown by the repr (Result.__repr__)
+
     delta: float
     t: Time
     outliers: Outliers
@@ -434,6 +436,8 @@ class Threshold(Result):
     Caveats (a law of ``D`` unbounded below, an outlier below the bracket)
     are in ``warnings``, prefixed by the seed they belong to.
     """
+
+    _headline = ("delta_nn", "stderr", "bracket")  # shown by the repr (Result.__repr__)
 
     delta_nn: float | None
     bracket: tuple[float, float] | None

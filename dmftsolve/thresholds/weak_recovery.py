@@ -125,6 +125,8 @@ class AlgThreshold(Result):
         method-specific numbers.
     """
 
+    _headline = ("delta_alg", "error")  # shown by the repr (Result.__repr__)
+
     delta_alg: float
     trivial: bool
     error: float
