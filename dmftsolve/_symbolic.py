@@ -228,6 +228,55 @@ def _describe(tok: _Token) -> str:
     return f"{tok.kind} {_echo(tok.text, 20)}" if tok.kind != "op" else repr(tok.text)
 
 
+def constant_problem(value: object) -> str | None:
+    """Why a constant (symbol-free) sub-expression is unfit for a real-valued label, or None.
+
+    ``zoo`` (``1/0``, ``log(0)``), ``oo``, ``nan`` and complex numbers
+    (``sqrt(-1)``, ``log(-1)``, ``(-8)**(1/3)``) are unfit, and so is a finite
+    real number beyond the range of double precision (it would become ``inf``
+    when compiled). Expressions that still hold symbols are not judged here
+    (``None``).
+
+    Parameters
+    ----------
+    value : object
+        A sympy object built by the parser.
+
+    Returns
+    -------
+    str or None
+        A phrase such as ``"is infinite or undefined (a division by zero or log(0)?)"``.
+    """
+    if not isinstance(value, sp.Expr) or not value.is_number:
+        return None
+    if value.has(sp.zoo, sp.oo, -sp.oo):
+        return "is infinite (a division by zero or log(0)?)"
+    if value.has(sp.nan):
+        return "is undefined (nan)"
+    real = value.is_extended_real
+    if real is None:  # sympy cannot decide: look at the number
+        try:
+            approx = complex(value.evalf(30))
+        except (TypeError, ValueError, ArithmeticError):
+            return "cannot be evaluated to a real number"
+        real = approx.imag == 0 or abs(approx.imag) <= 1e-25 * max(1.0, abs(approx.real))
+    if not real:
+        return f"is not a real number (it is {_echo(str(value), 40)}); only real values are allowed"
+    if value.is_finite is False:
+        return "is infinite"
+    try:
+        big = abs(value) > _DOUBLE_MAX
+    except TypeError:  # pragma: no cover - an undecidable comparison
+        return None
+    if big is sp.true or big is True:
+        return "is larger than the largest double-precision number (about 1.8e308)"
+    return None
+
+
+#: Largest finite double, as an exact sympy number.
+_DOUBLE_MAX = sp.Float(np.finfo(float).max, 30)
+
+
 def _power_too_large(base: sp.Expr, exponent: sp.Expr) -> bool:
     """Whether sympy would evaluate ``base**exponent`` to an outsized number.
 
@@ -290,11 +339,16 @@ class _Parser:
 
     def _apply(self, fn: Callable[..., sp.Expr], args: Sequence[sp.Expr], tok: _Token) -> sp.Expr:
         try:
-            return fn(*args)
+            out = fn(*args)
         except (TypeError, ValueError, ArithmeticError, AttributeError, NotImplementedError,
                 RecursionError) as exc:
             reason = str(exc).splitlines()[0][:_ECHO] if str(exc) else type(exc).__name__
             raise self._error(f"cannot evaluate {_describe(tok)} ({reason})", tok) from None
+        reason = constant_problem(out)
+        if reason is not None:
+            what = f"{tok.text}(…)" if tok.kind == "name" else f"the value of {tok.text!r}"
+            raise self._error(f"{what} {reason}", tok)
+        return out
 
     # -------------------------------------------------------------- grammar
     def parse(self) -> sp.Expr:
@@ -440,6 +494,14 @@ def parse_expression(text: str, variables: Sequence[str], *, parameter: str) -> 
     expr = _Parser(text, tokens, symbols, parameter).parse()
     if not isinstance(expr, sp.Expr):
         raise ValueError(f"{parameter}: {_echo(text)} is not a scalar expression")
+    reason = constant_problem(expr)
+    if reason is not None:  # a lone number ("1e999" is refused by the tokenizer)
+        raise ValueError(f"{parameter}: the value of {_echo(text)} {reason}")
+    if expr.is_extended_real is False:
+        raise ValueError(
+            f"{parameter}: {_echo(text)} is not real-valued for real arguments "
+            "(e.g. the square root or logarithm of a negative quantity)"
+        )
     max_bits = math.ceil(MAX_NUMBER_DIGITS / math.log10(2))
     if any(max(abs(n.p), n.q).bit_length() > max_bits for n in expr.atoms(sp.Rational)):
         raise ValueError(
@@ -496,6 +558,9 @@ def compile_expression(expr: sp.Expr, variables: Sequence[sp.Symbol]) -> Callabl
         shape = np.broadcast_shapes(*(a.shape for a in arrays))
         with np.errstate(invalid="ignore", over="ignore"):
             out = raw(*arrays)
+        if np.iscomplexobj(out):
+            raise ValueError(f"expression {_echo(str(expr))} takes complex values; "
+                             "only real-valued expressions are allowed")
         return np.broadcast_to(np.asarray(out, dtype=float), shape).copy()
 
     compiled.expr = expr  # type: ignore[attr-defined]

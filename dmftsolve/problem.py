@@ -26,6 +26,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import math
+import numbers
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -44,29 +45,65 @@ __all__ = ["Target", "Network", "Loss", "Init", "Training", "Problem", "check_de
 
 
 def check_real(name: str, value: Any, *, positive: bool = False, nonnegative: bool = False) -> float:
-    """Return ``value`` as a float, raising ``ValueError`` naming ``name`` if it is unfit."""
+    """Return ``value`` as a float, raising ``ValueError`` naming ``name`` if it is unfit.
+
+    Accepted: Python and numpy integers and floats (and other real number
+    types such as :class:`fractions.Fraction`) whose value is finite in double
+    precision. Refused: booleans (``True`` is not the number 1 here), strings
+    and bytes (``"12"`` is text, not a number), complex numbers, NaN, infinities
+    and integers too large for a double (``10**400``).
+
+    Parameters
+    ----------
+    name : str
+        The parameter's name, used in the message.
+    value : object
+        The value to check.
+    positive, nonnegative : bool
+        Require ``value > 0`` or ``value >= 0``.
+
+    Returns
+    -------
+    float
+
+    Raises
+    ------
+    ValueError
+        One line naming ``name`` and ``value``.
+    """
+    if isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"{name} must be a real number, got the boolean {value!r}")
+    if isinstance(value, (str, bytes)) or not isinstance(value, numbers.Real):
+        if not (isinstance(value, np.ndarray) and value.ndim == 0 and value.dtype.kind in "iuf"):
+            raise ValueError(f"{name} must be a real number, got {_short(value)}")
     try:
         v = float(value)
+    except OverflowError:
+        raise ValueError(f"{name} must be finite in double precision, got {_short(value, 40)}") from None
     except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a real number, got {value!r}") from None
+        raise ValueError(f"{name} must be a real number, got {_short(value)}") from None
     if not math.isfinite(v):
-        raise ValueError(f"{name} must be finite, got {value!r}")
+        raise ValueError(f"{name} must be finite, got {_short(value, 40)}")
     if positive and v <= 0:
-        raise ValueError(f"{name} must be > 0, got {value!r}")
+        raise ValueError(f"{name} must be > 0, got {_short(value, 40)}")
     if nonnegative and v < 0:
-        raise ValueError(f"{name} must be >= 0, got {value!r}")
+        raise ValueError(f"{name} must be >= 0, got {_short(value, 40)}")
     return v
 
 
 def check_integer(name: str, value: Any, minimum: int) -> int:
-    """Return ``value`` as an int ``>= minimum``, raising ``ValueError`` naming ``name`` otherwise."""
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        if isinstance(value, float) and value.is_integer():
+    """Return ``value`` as an int ``>= minimum``, raising ``ValueError`` naming ``name`` otherwise.
+
+    Booleans and strings are refused; a float is accepted only if it is a
+    whole number (``3.0``).
+    """
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        if isinstance(value, (float, np.floating)) and math.isfinite(value) and float(value).is_integer():
             value = int(value)
         else:
-            raise ValueError(f"{name} must be an integer, got {value!r}")
+            raise ValueError(f"{name} must be an integer, got {_short(value, 40)}")
     if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value!r}")
+        raise ValueError(f"{name} must be >= {minimum}, got {_short(value, 40)}")
     return int(value)
 
 
@@ -83,6 +120,19 @@ class _Frozen:
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
+
+
+def _number_sequence(name: str, value: Any) -> tuple[Any, ...]:
+    """``value`` as a tuple, refusing text, mappings and scalars that are not sequences.
+
+    ``tuple("12")`` would silently give ``("1", "2")``; this raises instead.
+    The entries are checked by the caller (:func:`check_real`, :func:`check_integer`).
+    """
+    if isinstance(value, np.ndarray) and value.ndim == 1:
+        return tuple(value.tolist())
+    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Sequence):
+        raise ValueError(f"{name} must be a sequence of numbers (a list or tuple), got {_short(value)}")
+    return tuple(value)
 
 
 # --------------------------------------------------------------------------- target
@@ -210,7 +260,11 @@ class Network(_Frozen):
         m = check_integer("m", self.m, minimum=1)
         object.__setattr__(self, "m", m)
         a = (1.0,) * m if self.a is None else self.a
-        a = tuple(check_real(f"a[{j}]", v) for j, v in enumerate(np.atleast_1d(a)))
+        if isinstance(a, (str, bytes, Mapping)) or (not isinstance(a, (Sequence, np.ndarray))
+                                                    and not isinstance(a, numbers.Real)):
+            raise ValueError(f"a must be a sequence of m={m} real numbers, got {_short(a)}")
+        a = tuple(check_real(f"a[{j}]", v) for j, v in enumerate(
+            [a] if isinstance(a, numbers.Real) else np.asarray(a, dtype=object).ravel()))
         if len(a) != m:
             raise ValueError(f"a must have m={m} entries, got {len(a)}")
         object.__setattr__(self, "a", a)
@@ -278,6 +332,28 @@ class Loss(_Frozen):
 
 
 # --------------------------------------------------------------------------- training
+def _real_matrix(name: str, value: Any) -> np.ndarray:
+    """``value`` as a 2-d float array; text, booleans and ragged nesting are refused."""
+    try:
+        raw = np.asarray(value)
+    except ValueError:  # ragged nesting
+        raise ValueError(f"{name} must be a matrix of real numbers, got {_short(value)}") from None
+    if raw.dtype == object:
+        flat = raw.ravel().tolist()
+        if not flat or not all(isinstance(v, numbers.Real) and not isinstance(v, (bool, np.bool_))
+                               for v in flat):
+            raise ValueError(f"{name} must be a matrix of real numbers, got {_short(value)}")
+    elif raw.dtype.kind not in "iuf":
+        raise ValueError(f"{name} must be a matrix of real numbers, got {_short(value)}")
+    try:
+        out = np.atleast_2d(raw.astype(float))
+    except OverflowError:
+        raise ValueError(f"{name} must be finite in double precision, got {_short(value)}") from None
+    if out.ndim != 2:
+        raise ValueError(f"{name} must be a matrix (2-d), got shape {out.shape}")
+    return out
+
+
 @dataclass(frozen=True)
 class Init(_Frozen):
     """Initialisation of the first layer.
@@ -301,8 +377,8 @@ class Init(_Frozen):
             return
         if self.M0 is None or self.Q0 is None:
             raise ValueError("a warm start needs both M0 (k×m) and Q0 (m×m)")
-        M0 = np.atleast_2d(np.asarray(self.M0, dtype=float))
-        Q0 = np.atleast_2d(np.asarray(self.Q0, dtype=float))
+        M0 = _real_matrix("M0", self.M0)
+        Q0 = _real_matrix("Q0", self.Q0)
         if not np.all(np.isfinite(M0)):
             raise ValueError(f"M0 must be finite, got {self.M0!r}")
         if not np.all(np.isfinite(Q0)):
@@ -424,15 +500,18 @@ class Problem(_Frozen):
         ``q0 I_m``. ``bias=True`` adds a trained per-unit bias to the first
         layer (:class:`Network`).
         """
+        m = check_integer("m", m, minimum=1)
+        a = None if a is None else _number_sequence("a", a)
+        hold_zero = _number_sequence("hold_zero", hold_zero)
         if M0 is not None:
-            init = Init.warm(M0, Q0 if Q0 is not None else q0 * np.eye(int(m)))
+            init = Init.warm(M0, Q0 if Q0 is not None else check_real("q0", q0, nonnegative=True) * np.eye(m))
         else:
             init = Init.random(q0)
         return cls(
             target=Target(target, k=k),
-            network=Network(activation, m, None if a is None else tuple(a), bias=bias),
+            network=Network(activation, m, a, bias=bias),
             loss=Loss(loss),
-            training=Training(eta=eta, lam=lam, steps=steps, init=init, hold_zero=tuple(hold_zero)),
+            training=Training(eta=eta, lam=lam, steps=steps, init=init, hold_zero=hold_zero),
         )
 
     def replace(self, **changes: Any) -> Problem:

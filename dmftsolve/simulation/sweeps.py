@@ -25,14 +25,14 @@ import math
 import sys
 import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import Executor, Future, as_completed
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from dmftsolve.problem import Problem, check_delta, check_integer
+from dmftsolve.problem import Problem, check_integer, check_real
 from dmftsolve.results import Result, SolverError, Status
 from dmftsolve.seeds import SeedLike, as_seed_sequence, child, seed_record
 from dmftsolve.simulation.simulator import (
@@ -174,13 +174,18 @@ def sweep(
     unknown = sorted(set(simulate_kwargs) - allowed)
     if unknown:
         raise ValueError(f"unknown simulate keyword(s) {unknown}; allowed: {sorted(allowed)}")
-    if isinstance(deltas, (int, float, np.number)):
+    if isinstance(deltas, (int, float, np.number)) and not isinstance(deltas, (bool, np.bool_)):
         deltas = [deltas]
-    deltas_a = np.asarray([check_delta(x) for x in deltas], dtype=float)
+    if isinstance(deltas, np.ndarray):
+        deltas = deltas.ravel().tolist()
+    if isinstance(deltas, (str, bytes, Mapping)) or not isinstance(deltas, Sequence):
+        raise ValueError(f"deltas must be a number or a sequence of numbers, got {deltas!r:.80}")
+    deltas_a = np.asarray([check_real("delta", x, positive=True) for x in deltas],
+                          dtype=float)
     if deltas_a.size == 0:
         raise ValueError(f"deltas must be a non-empty sequence, got {deltas!r}")
     trials = check_integer("trials", trials, 1)
-    threshold = float(success_threshold)
+    threshold = check_real("success_threshold", success_threshold)
     if not 0.0 <= threshold < 1.0:
         raise ValueError(f"success_threshold must be in [0, 1), got {success_threshold!r}")
     if executor is not None and not isinstance(executor, Executor):

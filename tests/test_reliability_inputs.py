@@ -1,0 +1,157 @@
+"""Issue 30, inputs: no complex/infinite constants, no coerced booleans or strings, no overflow.
+
+Every case here used to pass validation and run (a wrong answer with exit 0) or
+end in an "internal error"/traceback; each must now be one ``ValueError`` (exit 2
+in the CLI) naming the parameter.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import sympy as sp
+
+from dmftsolve import Problem
+from dmftsolve._symbolic import compile_expression, constant_problem, parse_expression
+from dmftsolve.cli import main
+from dmftsolve.problem import Network, Target, check_delta, check_integer, check_real
+from dmftsolve.simulation.sweeps import sweep
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    """``dmftsolve *argv`` in this process: (exit status, stdout, stderr)."""
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+# ----------------------------------------------------------------------------- expressions
+@pytest.mark.parametrize(("text", "words"), [
+    ("z**2 + sqrt(-1)", "sqrt(…) is not a real number"),
+    ("sqrt(-1)*z**2", "sqrt(…) is not a real number"),
+    ("z + log(-1)", "log(…) is not a real number"),
+    ("(-8)**(1/3)*z", "not a real number"),
+    ("log(0)*z", "log(…) is infinite"),
+    ("z + 1/0", "infinite"),
+    ("z*(0/0 + 1)", "undefined (nan)"),
+    ("asinh(sqrt(-4))*z", "not a real number"),
+    ("1e300*1e300*z", "larger than the largest double"),
+    ("exp(1000)*z", "larger than the largest double"),
+    ("10**400*z", "larger than the largest double"),
+    ("sqrt(-z**2 - 1)", "not real-valued"),
+])
+def test_parser_refuses_non_real_constants(text: str, words: str) -> None:
+    with pytest.raises(ValueError, match="^target: ") as info:
+        Target(text)
+    assert words.split("(…)")[0] in str(info.value)
+    assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("text", ["z**2 + 1e300", "1e-300*z**2", "(1/2)**3000*z**2", "sqrt(2)*z",
+                                  "exp(-700)*z", "log(2)*z", "abs(z)**0.5", "E**2*z - pi"])
+def test_parser_keeps_real_constants(text: str) -> None:
+    Target(text)  # no error
+
+
+def test_constant_problem_reasons() -> None:
+    assert constant_problem(sp.Integer(3)) is None
+    assert constant_problem(sp.Symbol("z", real=True) + sp.I) is None  # not a constant: judged later
+    assert "infinite" in constant_problem(sp.zoo)
+    assert "undefined" in constant_problem(sp.nan)
+    assert "not a real number" in constant_problem(sp.I * sp.pi)
+
+
+def test_loss_and_activation_refuse_complex_constants() -> None:
+    with pytest.raises(ValueError, match="^loss: sqrt"):
+        Problem.build(loss="sqrt(-1)*(y-f)**2")
+    with pytest.raises(ValueError, match="^activation: log"):
+        Problem.build(activation="log(-1)*r")
+
+
+def test_compiled_expression_never_casts_complex_to_real() -> None:
+    z = sp.Symbol("z", real=True)
+    f = compile_expression(sp.I * z, [z])
+    with pytest.raises(ValueError, match="complex values"):
+        f(np.array([1.0, 2.0]))
+
+
+def test_cli_complex_target_is_one_line_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    for cmd in (["alg-threshold", "--target", "z**2 + sqrt(-1)"],
+                ["alg-threshold", "--target", "log(0)*z"],
+                ["alg-threshold", "--target", "1/0"],
+                ["alg-threshold", "--target", "(-8)**(1/3)*z"]):
+        code, out, err = run_cli(capsys, *cmd)
+        assert code == 2, (cmd, err)
+        assert out == ""
+        lines = err.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("dmftsolve alg-threshold: error: target:"), lines
+        assert "internal error" not in lines[0]
+
+
+def test_parse_expression_direct() -> None:
+    with pytest.raises(ValueError, match="^x: "):
+        parse_expression("sqrt(-2)", ["z"], parameter="x")
+
+
+# ----------------------------------------------------------------------------- API coercion
+@pytest.mark.parametrize(("kwargs", "name"), [
+    ({"eta": True}, "eta"),
+    ({"eta": "0.1"}, "eta"),
+    ({"lam": False}, "lam"),
+    ({"q0": "1"}, "q0"),
+    ({"eta": 10**400}, "eta"),
+    ({"q0": 10**400}, "q0"),
+    ({"a": "12", "m": 2}, "a"),
+    ({"a": [True, 1.0], "m": 2}, "a[0]"),
+    ({"m": True}, "m"),
+    ({"steps": True}, "steps"),
+    ({"steps": "10"}, "steps"),
+    ({"hold_zero": "0"}, "hold_zero"),
+    ({"k": True}, "k"),
+    ({"M0": [["0.1"]]}, "M0"),
+    ({"M0": [[True]]}, "M0"),
+    ({"M0": [[0.1]], "Q0": [[10**400]]}, "Q0"),
+    ({"eta": complex(0.1, 0)}, "eta"),
+])
+def test_build_refuses_coercions(kwargs: dict, name: str) -> None:
+    with pytest.raises(ValueError) as info:
+        Problem.build(**kwargs)
+    assert str(info.value).startswith(name), str(info.value)
+
+
+def test_build_still_takes_numpy_numbers_and_arrays() -> None:
+    p = Problem.build(eta=np.float64(0.2), m=np.int64(2), a=np.array([1.0, -1.0]), steps=np.int32(3))
+    assert p.training.eta == 0.2 and p.m == 2 and p.network.a == (1.0, -1.0) and p.training.steps == 3
+    assert Network("gelu", 2, [1, 2]).a == (1.0, 2.0)
+
+
+def test_checks_refuse_bool_and_text() -> None:
+    for bad in (True, np.bool_(False), "1", b"1", None, [1.0], 1 + 0j, float("nan"), 10**400):
+        with pytest.raises(ValueError, match="^delta "):
+            check_delta(bad)
+    with pytest.raises(ValueError, match="^n "):
+        check_integer("n", True, 0)
+    with pytest.raises(ValueError, match="^n "):
+        check_integer("n", "3", 0)
+    assert check_integer("n", 3.0, 0) == 3
+    assert check_real("x", np.array(2.5)) == 2.5
+
+
+def test_solve_dmft_refuses_boolean_delta() -> None:
+    from dmftsolve.dynamics.dmft import solve_dmft
+
+    p = Problem.build(target="z**2", activation="quad", eta=0.1, steps=2)
+    with pytest.raises(ValueError, match="delta"):
+        solve_dmft(p, True)
+    with pytest.raises(ValueError, match="delta"):
+        solve_dmft(p, 10**400)
+
+
+def test_sweep_refuses_string_deltas() -> None:
+    p = Problem.build(target="z**2", activation="quad", eta=0.05, steps=2)
+    with pytest.raises(ValueError, match="^deltas must be a number or a sequence"):
+        sweep(p, 20, "25", trials=1, progress=False)
+    with pytest.raises(ValueError, match="^delta must be a real number"):
+        sweep(p, 20, [2.0, True], trials=1, progress=False)
+    with pytest.raises(ValueError, match="^success_threshold"):
+        sweep(p, 20, [2.0], trials=1, progress=False, success_threshold=True)
