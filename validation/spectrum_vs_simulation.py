@@ -444,58 +444,89 @@ def write_markdown(results: dict[str, Any]) -> None:
     (OUT / "spectrum_vs_simulation.md").write_text("\n".join(L) + "\n")
 
 
+#: each case in words, for the figure
+CASE_TITLES = {
+    "gelu_z2": "GeLU, y = z², δ = 4",
+    "gelu_min": "GeLU, y = min(z², 3), δ = 4",
+    "gelu2_z1z2": "2 GeLU neurons, y = z1² + z2², δ = 4",
+    "quad_min_d3": "r², y = min(z², 3), δ = 3",
+    "quad_min_d6": "r², y = min(z², 3), δ = 6",
+    "quad2_min": "2 r² neurons, y = min(z², 3), δ = 3",
+    "gelu_indicator": "GeLU, y = 3·1_A(z), δ = 8",
+}
+
+
 def plot(results: dict[str, Any]) -> None:
+    """Bulk densities (one panel per case and time, in the order of :func:`cases`), then the
+    predicted against the simulated lowest eigenvalue, then the easy-direction overlap."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    bulk = [(n, t, rec["bulk"]) for n, c in results["cases"].items() for t, rec in c["times"].items()
-            if "bulk" in rec]
+    bulk = [(n, t, rec["bulk"]) for n, c in results["cases"].items()
+            for t, rec in sorted(c["times"].items(), key=lambda kv: int(kv[0])) if "bulk" in rec]
     ncol = 4
-    nrow = math.ceil(len(bulk) / ncol) + 1
-    fig, axes = plt.subplots(nrow, ncol, figsize=(4 * ncol, 3 * nrow))
+    nrow = math.ceil((len(bulk) + 2) / ncol)
+    fig, axes = plt.subplots(nrow, ncol, figsize=(4 * ncol, 3.1 * nrow))
     axes = axes.ravel()
-    for ax, (n, t, b) in zip(axes, bulk, strict=False):
-        counts, edges = b["hist"]
+    for i, (ax, (n, t, b)) in enumerate(zip(axes, bulk, strict=False)):
+        counts, edges = (np.asarray(v, float) for v in b["hist"])
         widths = np.diff(edges)
+        c = results["cases"][n]
         ax.bar(edges[:-1], counts / counts.sum() / widths, width=widths, align="edge", alpha=0.4,
-               label="sim")
-        ax.plot(b["grid"], b["density"], "k-", lw=1, label="DMFT theory")
+               label=f"GD Hessian, d = {c['d']}")
+        ax.plot(b["grid"], b["density"], "k-", lw=1, label="theory (DMFT + Stieltjes)")
         if b["left_edge"] is not None:
-            ax.axvline(b["left_edge"], color="r", lw=0.7, ls="--")
-        ax.set_title(f"{n} t={t}", fontsize=9)
-        ax.legend(fontsize=6)
-    # outliers: predicted vs simulated lowest eigenvalue
+            ax.axvline(b["left_edge"], color="r", lw=0.7, ls="--", label="predicted left edge")
+        ax.set_title(f"{CASE_TITLES.get(n, n)}, t = {t}", fontsize=9)
+        ax.set_xlabel("eigenvalue λ", fontsize=8)
+        ax.set_ylabel("density", fontsize=8)
+        ax.tick_params(labelsize=7)
+        if i == 0:
+            ax.legend(fontsize=6.5, loc="upper left", frameon=False)
+    # outliers: predicted vs simulated lowest eigenvalue, one colour per case
     ax = axes[len(bulk)]
-    for c in results["cases"].values():
+    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for j, (n, c) in enumerate(results["cases"].items()):
+        first = True
         for rec in c["times"].values():
             if "outliers" not in rec:
                 continue
             o = rec["outliers"]
             for p in o["per_trial"]:
-                sim = p["low"][0]
                 pred = o["predicted"][0]["location"] if o["predicted"] else o["edge"]
-                ax.plot(pred, sim, "o" if o["predicted"] else "x", ms=4)
+                ax.plot(pred, p["low"][0], "o" if o["predicted"] else "x", ms=4, color=colours[j % 10],
+                        label=CASE_TITLES.get(n, n) if first else None)
+                first = False
     lims = ax.get_xlim()
     ax.plot(lims, lims, "k--", lw=0.5)
-    ax.set_xlabel("predicted outlier (x: edge, no outlier)")
-    ax.set_ylabel("sim λ_min")
-    ax.set_title("outliers", fontsize=9)
+    ax.set_xlabel("predicted outlier (×: predicted edge, no outlier)", fontsize=8)
+    ax.set_ylabel("GD Hessian's lowest eigenvalue", fontsize=8)
+    ax.set_title("Hessian outliers along the hard direction (t ≤ 20)", fontsize=9)
+    ax.tick_params(labelsize=7)
+    ax.legend(fontsize=5.5, loc="upper left", frameon=False)
     ax = axes[len(bulk) + 1]
     e = results["easy"]
     tt = np.arange(len(e["dmft"]["M"]))
+    for d, s_ in e["sim"].items():
+        ax.errorbar(tt, s_["M"], yerr=s_["M_se"], fmt=".", ms=2, lw=0.5, label=f"GD, d = {d}")
     ax.plot(tt, e["dmft"]["M"], "k-", label="DMFT")
-    for d, s in e["sim"].items():
-        ax.errorbar(tt, s["M"], yerr=s["M_se"], fmt=".", ms=2, lw=0.5, label=f"d={d}")
-    ax.set_xlabel("t")
-    ax.set_ylabel("M_t")
-    ax.set_title("y = z²+z³−3z: overlap", fontsize=9)
-    ax.legend(fontsize=6)
+    ax.set_xlabel("GD step t", fontsize=8)
+    ax.set_ylabel("overlap M_t with the easy direction", fontsize=8)
+    ax.set_title(f"tanh, y = z² + z³ − 3z, δ = {e['delta']:g}: easy direction", fontsize=9)
+    ax.tick_params(labelsize=7)
+    ax.legend(fontsize=6, loc="upper right", frameon=False)
     for ax in axes[len(bulk) + 2:]:
         ax.axis("off")
-    fig.tight_layout()
+    fig.suptitle("Hessian spectrum along training: theory against the GD Hessian (hard direction held at zero)",
+                 fontsize=11)
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.4 / fig.get_figheight()))
     fig.savefig(OUT / "spectrum_vs_simulation.png", dpi=100)
+    plt.close(fig)
 
 
 if __name__ == "__main__":
-    main()
+    if "--plot" in sys.argv:  # redraw the figure from the committed JSON (seconds)
+        plot(json.loads((OUT / "spectrum_vs_simulation.json").read_text()))
+    else:
+        main()

@@ -557,17 +557,49 @@ def report(res: dict[str, Any]) -> None:
     plot_front(res)
 
 
+ACTIVATION_NAMES = {"gelu": "GeLU", "quad": "r²", "relu": "ReLU", "tanh": "tanh"}
+
+
+def pretty_target(target: str) -> str:
+    """``z**2 - 1`` → ``z² − 1``, ``Min(z**2, 3)`` → ``min(z², 3)`` (figure titles)."""
+    return target.replace("**2", "²").replace(" - ", " − ").replace("Min(", "min(").replace("Abs(", "abs(")
+
+
+def case_title(c: dict[str, Any]) -> str:
+    """A curve's problem in words: activation, label, d and the horizon T."""
+    act = ACTIVATION_NAMES.get(c["activation"], c["activation"])
+    T = c.get("T") or CASES.get(c.get("case", ""), {}).get("T")
+    return f"{act}, y = {pretty_target(c['target'])}, d = {c['d']}" + (f", T = {T}" if T else "")
+
+
+def clipped(p: Any, err: Any) -> np.ndarray:
+    """Asymmetric error bars for a probability ``p ± err`` that stay inside [0, 1]."""
+    p, err = np.asarray(p, float), np.asarray(err, float)
+    return np.vstack([np.minimum(err, p), np.minimum(err, 1.0 - p)])
+
+
 def gd_points(ax: Any, c: dict[str, Any]) -> None:
-    """GD's success fractions of curve ``c`` with binomial error bars (never zero) and its δ_50."""
+    """GD's success fractions of curve ``c`` with binomial error bars (never zero, clipped to
+    [0, 1]) and its δ_50."""
     gd = c["gd"]
     k, n = np.array(gd["successes"], float), np.array(gd["trials"], float)
     pg = k / n
-    ax.errorbar(gd["deltas"], pg, np.sqrt(np.maximum(pg * (1 - pg), 0.25 / n) / n), fmt="ks--",
-                capsize=2, ms=4, label=f"GD {fmt(c['gd_delta_50'], c['gd_delta_50_err'])}")
+    ax.errorbar(gd["deltas"], pg, clipped(pg, np.sqrt(np.maximum(pg * (1 - pg), 0.25 / n) / n)),
+                fmt="ks--", capsize=2, ms=4,
+                label=f"GD {fmt(c['gd_delta_50'], c['gd_delta_50_err'])}")
+
+
+def theory_curve(ax: Any, c: dict[str, Any], fmt_: str, label_: str) -> None:
+    """One theory curve: points with clipped binomial error bars and the error band."""
+    x, p, e = np.asarray(c["deltas"], float), np.asarray(c["p"], float), np.asarray(c["p_err"], float)
+    line = ax.errorbar(x, p, clipped(p, e), fmt=fmt_, capsize=2, ms=4, label=label_)
+    ax.fill_between(x, np.clip(p - e, 0, 1), np.clip(p + e, 0, 1), color=line[0].get_color(), alpha=0.15,
+                    lw=0)
 
 
 def plot(res: dict[str, Any]) -> None:
-    """One panel per (case, d): each theory construction's curve and GD's counts."""
+    """One panel per (case, d), cases in the order of :data:`CASES` and d ascending: each theory
+    construction's curve and GD's counts; legends under the panels."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -575,32 +607,36 @@ def plot(res: dict[str, Any]) -> None:
     curves = res.get("curves", {})
     if not curves:
         return
-    panels: dict[str, list[dict[str, Any]]] = {}
+    panels: dict[tuple[int, int], list[dict[str, Any]]] = {}
+    order = list(CASES)
     for c in curves.values():
-        panels.setdefault(f"{c['case']}|{c['d']}", []).append(c)
+        key = (order.index(c["case"]) if c["case"] in order else len(order), int(c["d"]))
+        panels.setdefault(key, []).append(c)
     ncol = min(4, len(panels))
     nrow = -(-len(panels) // ncol)
-    fig, axes = plt.subplots(nrow, ncol, figsize=(3.3 * ncol, 2.9 * nrow), squeeze=False)
+    most = max(len(cs) for cs in panels.values()) + 1
+    fig, axes = plt.subplots(nrow, ncol, figsize=(3.6 * ncol, (2.5 + 0.17 * most) * nrow), squeeze=False)
     style = {"forced": "o-", "quenched": "^-", "finite_n": "v:", "initial": "x:"}
     for ax, (_key, cs) in zip(axes.ravel(), sorted(panels.items()), strict=False):
         for c in sorted(cs, key=lambda c: (CONSTRUCTIONS.index(c["construction"]), c.get("n_paths") or 0)):
             variant = c.get("n_paths") or c.get("paths_per_sample") or c.get("force_weights") == "paired"
-            ax.errorbar(c["deltas"], c["p"], c["p_err"], fmt="d-." if variant else style[c["construction"]],
-                        capsize=2, ms=4,
-                        label=f"{label(c)} {fmt(c['delta_50'], c['delta_50_err'])}")
+            theory_curve(ax, c, "d-." if variant else style[c["construction"]],
+                         f"{label(c)} {fmt(c['delta_50'], c['delta_50_err'])}")
         c = cs[0]
         if c["gd"]:
             gd_points(ax, c)
         ax.axhline(0.5, color="grey", lw=0.5)
-        ax.set_title(f"{c['activation']}, y = {c['target']}, d = {c['d']}", fontsize=8)
-        ax.set_xlabel("δ", fontsize=8)
-        ax.set_ylim(-0.05, 1.05)
-        ax.legend(fontsize=6, loc="upper left")
+        ax.set_title(case_title(c), fontsize=8)
+        ax.set_xlabel("δ = n/d", fontsize=8)
+        ax.set_ylabel("P(success by T)", fontsize=8)
+        ax.set_ylim(-0.03, 1.03)
+        ax.tick_params(labelsize=7)
+        ax.legend(fontsize=5.5, loc="upper center", bbox_to_anchor=(0.5, -0.2), frameon=False)
     for ax in axes.ravel()[len(panels):]:
         ax.axis("off")
-    for ax in axes[:, 0]:
-        ax.set_ylabel("P(success by T)")
-    fig.tight_layout()
+    fig.suptitle("Predicted success curves (dmftsolve transition constructions) against GD; "
+                 "success = cosine first above 1/2 by step T", fontsize=10)
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.5 / fig.get_figheight()))
     fig.savefig(OUT / "transition_vs_simulation.png", dpi=110)
     plt.close(fig)
 
@@ -616,17 +652,19 @@ def plot_front(res: dict[str, Any]) -> None:
     cs = [q for q in (default_curve(res, "gelu_z2m1", d) for d in ds) if q is not None and q.get("gd")]
     if not cs:
         return
-    fig, axes = plt.subplots(1, len(cs), figsize=(2.9 * len(cs), 2.7), squeeze=False, sharey=True)
+    fig, axes = plt.subplots(1, len(cs), figsize=(2.9 * len(cs), 3.1), squeeze=False, sharey=True)
     for ax, c in zip(axes[0], cs, strict=True):
-        ax.errorbar(c["deltas"], c["p"], c["p_err"], fmt="o-", capsize=2, ms=4,
-                    label=f"theory {fmt(c['delta_50'], c['delta_50_err'])}")
+        theory_curve(ax, c, "o-", f"theory {fmt(c['delta_50'], c['delta_50_err'])}")
         gd_points(ax, c)
         ax.axhline(0.5, color="grey", lw=0.5)
-        ax.set_title(f"d = {c['d']} ({c['run']})", fontsize=7)
+        ax.set_title(f"d = {c['d']}\n{c['run']}", fontsize=7)
         ax.set_xlabel("δ = n/d", fontsize=8)
-        ax.legend(fontsize=6.5, loc="upper left")
+        ax.set_ylim(-0.03, 1.03)
+        ax.tick_params(labelsize=7)
+        ax.legend(fontsize=6.5, loc="upper left", frameon=False)
     axes[0][0].set_ylabel("P(cosine > 1/2 by step 400)", fontsize=8)
-    fig.suptitle("GeLU neuron, y = z² − 1: dmftsolve transition vs GD", fontsize=9)
+    fig.suptitle("GeLU neuron, y = z² − 1, η = 0.5: predicted success probability (dmftsolve transition, "
+                 "band ± 1 s.e.) against GD", fontsize=9)
     fig.tight_layout()
     fig.savefig(OUT / "transition_front.png", dpi=110)
     plt.close(fig)
@@ -656,6 +694,8 @@ def main() -> None:
     ap.add_argument("--no-curves", action="store_true", help="skip the success curves")
     ap.add_argument("--gd-var", action="store_true", help="recompute the GD Var(m_t) numbers")
     ap.add_argument("--report", action="store_true", help="only rebuild the report from the JSON")
+    ap.add_argument("--plots", action="store_true",
+                    help="only redraw the two figures from the JSON (seconds; no fits redone)")
     ap.add_argument("--no-report", action="store_true",
                     help="save the JSON but skip rebuilding the report (about 3 CPU-min); for "
                          "chained runs, followed by one --report")
@@ -679,6 +719,10 @@ def main() -> None:
         ap.error(f"--constructions: unknown {bad}; choose from {list(CONSTRUCTIONS)}")
     res = json.loads(JSON.read_text()) if JSON.exists() else {}
     migrate(res)
+    if args.plots:
+        plot(res)
+        plot_front(res)
+        return
     if args.report:
         report(res)
         return
