@@ -147,43 +147,71 @@ def write_markdown(results: dict) -> None:
     (OUT / "dmft_vs_simulation.md").write_text("\n".join(lines) + "\n")
 
 
+#: each case in words, for the figure
+CASE_TITLES = {
+    "gelu_z2_hold": "GeLU, y = z², δ = 4, hard direction held at 0",
+    "quad_z2_hold": "r², y = z², δ = 3, hard direction held at 0",
+    "gelu_z2_warm": "GeLU, y = z², δ = 4, warm start M₀ = 0.5",
+    "gelu_easy_hard": "GeLU, y = z1 + z2², δ = 4",
+    "width2_staircase": "2 GeLU neurons, y = z1 + z1·z2, δ = 4",
+}
+QUANTITY_NAMES = {"gram_diag": "‖w_t‖²", "train_loss": "train loss", "cosine": "cosine with θ*",
+                  "M_abs": "|overlap M_t|"}
+
+
 def plot(results: dict) -> None:
+    """Top row: the DMFT's curves against GD's (GD's points darker at larger d); bottom row: the
+    largest gap over t against d, with the 1/√d reference."""
     try:
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
+        from matplotlib.ticker import NullFormatter
     except ImportError:  # pragma: no cover
         print("matplotlib not installed: no plot")
         return
     cases = results["cases"]
-    fig, axes = plt.subplots(2, len(cases), figsize=(4 * len(cases), 7))
+    fig, axes = plt.subplots(2, len(cases), figsize=(4 * len(cases), 7.4))
     for j, (name, case) in enumerate(cases.items()):
         ax = axes[0, j]
+        ds_text = ", ".join(sorted(case["sim"], key=int))
         for key, color in (("gram_diag", "C0"), ("train_loss", "C1"), ("cosine", "C2")):
             v = np.asarray(case["dmft"][key]["value"], dtype=float)
-            ax.plot(v, color=color, label=f"DMFT {key}")
+            ax.plot(v, color=color, label=f"DMFT: {QUANTITY_NAMES[key]}")
             for d, sim in case["sim"].items():
                 c = sim["curves"][key]
                 ax.errorbar(np.arange(len(c["mean"])), np.asarray(c["mean"], dtype=float),
                             yerr=np.asarray(c["se"], dtype=float), fmt=".", ms=2, color=color,
                             alpha=0.25 + 0.75 * int(d) / 4000, lw=0.5)
-        ax.set_title(name, fontsize=9)
-        ax.set_xlabel("t")
+        ax.set_title(CASE_TITLES.get(name, name), fontsize=9)
+        ax.set_xlabel("GD step t", fontsize=8)
+        ax.set_ylabel("value (lines: DMFT; points: GD)", fontsize=8)
+        ax.tick_params(labelsize=7)
         if j == 0:
-            ax.legend(fontsize=7)
+            ax.legend(fontsize=7, frameon=False, loc="center right", title=f"GD at d = {ds_text}",
+                      title_fontsize=6)
         ax = axes[1, j]
-        ds = np.array([int(d) for d in case["sim"]])
+        ds = np.array(sorted(int(d) for d in case["sim"]))
         for key in ("gram_diag", "M_abs", "train_loss", "cosine"):
             gaps = [case["sim"][str(d)]["gaps"][key]["max_gap"] for d in ds]
-            ax.loglog(ds, gaps, "o-", label=key)
+            ax.loglog(ds, gaps, "o-", label=QUANTITY_NAMES[key])
         ax.loglog(ds, 1 / np.sqrt(ds), "k--", label="1/√d")
-        ax.set_xlabel("d")
-        ax.set_ylabel("max_t |DMFT − sim|")
+        ax.set_xticks(ds)
+        ax.set_xticklabels([str(d) for d in ds], fontsize=7)
+        ax.xaxis.set_minor_formatter(NullFormatter())
+        ax.tick_params(labelsize=7)
+        ax.set_xlabel("input dimension d", fontsize=8)
+        ax.set_ylabel("largest gap over t, |DMFT − GD|", fontsize=8)
         if j == 0:
-            ax.legend(fontsize=7)
-    fig.tight_layout()
+            ax.legend(fontsize=7, frameon=False, loc="lower left")
+    fig.suptitle("DMFT against finite-d GD over a finite horizon", fontsize=11)
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.4 / fig.get_figheight()))
     fig.savefig(OUT / "dmft_vs_simulation.png", dpi=110)
+    plt.close(fig)
 
 
 if __name__ == "__main__":
-    main()
+    if "--plot" in sys.argv:  # redraw the figure from the committed JSON (seconds)
+        plot(json.loads((OUT / "dmft_vs_simulation.json").read_text()))
+    else:
+        main()

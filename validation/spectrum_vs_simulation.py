@@ -518,7 +518,8 @@ def plot(results: dict[str, Any]) -> None:
     ax.legend(fontsize=6, loc="upper right", frameon=False)
     for ax in axes[len(bulk) + 2:]:
         ax.axis("off")
-    fig.suptitle("Hessian spectrum along training: theory against the GD Hessian (hard direction held at zero)",
+    fig.suptitle("Hessian spectrum along training: theory against the GD Hessian "
+                 "(hard direction held at zero)",
                  fontsize=11)
     fig.tight_layout(rect=(0, 0, 1, 1 - 0.4 / fig.get_figheight()))
     fig.savefig(OUT / "spectrum_vs_simulation.png", dpi=100)
