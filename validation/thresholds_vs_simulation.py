@@ -285,37 +285,51 @@ def write_markdown(res: dict[str, Any]) -> None:
     (OUT / "thresholds_vs_simulation.md").write_text("\n".join(L) + "\n")
 
 
+NEURON_NAMES = {"gelu": "GeLU neuron", "quad": "r² neuron"}
+
+
 def plot(res: dict[str, Any]) -> None:
+    """GD's success rate against δ per d (binomial error bars clipped to [0, 1]) with the
+    theory's thresholds as vertical lines; legends under the panels."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import NullFormatter
 
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
+    fig, axes = plt.subplots(1, 2, figsize=(12, 5.6))
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for ax, (name, c) in zip(axes, CASES.items(), strict=True):
+        ticks: set[float] = set()
         for i, (d, s) in enumerate(res["simulation"][name].items()):
-            ax.errorbar(s["deltas"], s["success_rate"], yerr=s["success_stderr"], marker="o",
-                        capsize=2, color=colors[i], label=f"GD d={d} ({TRIALS[int(d)]} trials)")
+            p, e = np.asarray(s["success_rate"], float), np.asarray(s["success_stderr"], float)
+            ax.errorbar(s["deltas"], p, yerr=np.vstack([np.minimum(e, p), np.minimum(e, 1 - p)]), marker="o",
+                        capsize=2, color=colors[i], label=f"GD, d = {d} ({TRIALS[int(d)]} trials per δ)")
+            ticks |= set(map(float, s["deltas"]))
         th = res["theory"][name]
         styles = [":", "-.", "--", "-"]
         for j, t in enumerate(th["times"]):
             br = th["per_t"][str(t)]["bracket"]
             if br is not None:
                 ax.axvline(0.5 * (br[0] + br[1]), color="0.35", ls=styles[j % 4], lw=1.2,
-                           label=f"δ_NN(t), tη={t * c['eta']:g}")
+                           label=f"theory δ_NN(t) at t·η = {t * c['eta']:g} (one seed)")
         tt = res["tti"][name]
         if tt["bracket"] is not None:
-            ax.axvline(0.5 * sum(tt["bracket"]), color="tab:purple", lw=1.2, label="δ_NN TTI fixed pt")
-        ax.axvline(PAPER[name], color="k", lw=2, alpha=0.6, label=f"paper ≈ {PAPER[name]}")
+            ax.axvline(0.5 * sum(tt["bracket"]), color="tab:purple", lw=1.2,
+                       label="theory δ_NN at the fixed point (global branch)")
+        ax.axvline(PAPER[name], color="k", lw=2, alpha=0.6, label=f"paper's threshold ≈ {PAPER[name]}")
         ax.set_xscale("log")
-        ax.set_xlabel("δ = n/d")
-        ax.set_ylabel("success rate (cosine > 1/2)")
-        ax.set_title(f"{name}, η={c['eta']}, {c['sim_steps']} GD steps")
-        ax.set_ylim(-0.05, 1.05)
-        ax.legend(fontsize=7, loc="lower right")
+        ax.set_xticks(sorted(ticks))
+        ax.set_xticklabels([f"{x:g}" for x in sorted(ticks)])
+        ax.xaxis.set_minor_formatter(NullFormatter())
+        ax.set_xlabel("δ = n/d (log scale)")
+        ax.set_ylabel("GD success rate (final cosine > 1/2)")
+        ax.set_title(f"{NEURON_NAMES.get(name, name)}, y = z², η = {c['eta']}, {c['sim_steps']} GD steps")
+        ax.set_ylim(-0.03, 1.03)
+        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2, frameon=False)
     fig.tight_layout()
     fig.savefig(OUT / "thresholds_vs_simulation.png", dpi=120)
+    plt.close(fig)
 
 
 # --------------------------------------------------------------------------- investigation
@@ -370,7 +384,9 @@ def investigate() -> None:
 
 
 if __name__ == "__main__":
-    if INVESTIGATE:
+    if "--plot" in sys.argv:  # redraw the figure from the committed JSON (seconds)
+        plot(json.loads((OUT / "thresholds_vs_simulation.json").read_text()))
+    elif INVESTIGATE:
         investigate()
     else:
         main()
