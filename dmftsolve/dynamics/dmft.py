@@ -139,6 +139,7 @@ from dmftsolve.hessian.law import Law
 from dmftsolve.problem import Problem, check_delta
 from dmftsolve.results import Result, SolverError, Status
 from dmftsolve.seeds import SeedLike, as_generator, as_seed_sequence, child, seed_record
+from dmftsolve.success import direction_projections
 
 __all__ = ["DMFTSettings", "DMFTResult", "solve_dmft", "largest_cosine", "largest_cosines",
            "available_memory_bytes", "PATHWISE_MAX_BYTES"]
@@ -284,6 +285,15 @@ class DMFTSettings:
         overlap update is GD's gradient over the ``n`` samples, one designated path each
         (weights ``w_p = N/n`` on those paths, 0 elsewhere), instead of bootstrap weights.
         Needs ``(N / (2 if antithetic) / (2 if reflect))`` to be a multiple of ``n``.
+    stop_cosine : float, optional
+        Stop the solve at the first step ``t`` at which every direction of
+        ``stop_directions`` has a projection onto ``span(W^t)`` above this
+        (:func:`dmftsolve.success.success_statistic`): GD's success criterion, for callers
+        that only need the first passage (:mod:`dmftsolve.thresholds.finite_d_transition`).
+        The result keeps status success; every array after that step is NaN and
+        ``diagnostics["stopped_at"]`` names the step. ``None`` (default): run all steps.
+    stop_directions : sequence of int
+        Target directions of ``stop_cosine`` (default: all ``k``).
     progress : bool
         Show a tqdm progress bar.
     blas_threads : int or None
@@ -320,6 +330,8 @@ class DMFTSettings:
     force_samples: int | None = None
     force_weights: Literal["poisson", "paired"] = "poisson"
     quenched_labels: bool = False
+    stop_cosine: float | None = None
+    stop_directions: tuple[int, ...] = ()
     progress: bool = False
     blas_threads: int | None = 1
     throw: bool = True
@@ -347,6 +359,11 @@ class DMFTSettings:
         if self.force_weights == "paired" and not self.reflect:
             raise ValueError("force_weights='paired' needs reflection pairs (reflect=(0,) or more), "
                              f"got reflect={self.reflect!r}")
+        if self.stop_cosine is not None and (
+                isinstance(self.stop_cosine, (bool, np.bool_))
+                or not isinstance(self.stop_cosine, (int, float, np.integer, np.floating))
+                or not 0 < self.stop_cosine < 1):
+            raise ValueError(f"stop_cosine must be a number in (0, 1) or None, got {self.stop_cosine!r}")
         if self.quenched_labels and self.force_samples is None:
             raise ValueError("quenched_labels=True needs force_samples (the number n of samples), got None")
         for name in ("antithetic", "stein_regression", "progress", "throw", "quenched_labels"):
@@ -358,6 +375,7 @@ class DMFTSettings:
         object.__setattr__(self, "n_batches", B)
         object.__setattr__(self, "reflect", _check_ints("reflect", self.reflect))
         object.__setattr__(self, "keep_samples_at", _check_ints("keep_samples_at", self.keep_samples_at))
+        object.__setattr__(self, "stop_directions", _check_ints("stop_directions", self.stop_directions))
 
     # ------------------------------------------------------------------ derived
     @property
@@ -394,6 +412,9 @@ class DMFTSettings:
         if any(j >= problem.k for j in self.reflect):
             raise ValueError(f"reflect must hold target directions in [0, {problem.k}), got "
                              f"{list(self.reflect)!r}")
+        if any(j >= problem.k for j in self.stop_directions):
+            raise ValueError(f"stop_directions must hold target directions in [0, {problem.k}), got "
+                             f"{list(self.stop_directions)!r}")
         if any(t > T for t in self.keep_samples_at):
             raise ValueError(f"keep_samples_at must lie in 0..{T}, got {list(self.keep_samples_at)!r}")
 
@@ -438,6 +459,9 @@ class DMFTSettings:
                "stein_regression": self.stein_regression, "errors": self.errors,
                "force_samples": self.force_samples, "force_weights": self.force_weights,
                "quenched_labels": self.quenched_labels}
+        if self.stop_cosine is not None:  # recorded only when used (older records keep their keys)
+            out["stop_cosine"] = float(self.stop_cosine)
+            out["stop_directions"] = list(self.stop_directions)
         return out
 
 
@@ -473,6 +497,8 @@ class DMFTResult(Result):
     risk including the ridge term), ``cosine`` (largest principal cosine
     between ``span(W^t)`` and ``span(Θ*)``), each with ``*_err`` (standard
     error as chosen by ``errors``; ``diagnostics["error_model"]``).
+    ``cosine_per_direction`` (``(T+1, k)``) is each target direction's projection
+    ``‖P_W θ*_j‖`` onto ``span(W^t)`` (:mod:`dmftsolve.success`).
 
     ``b`` (shape ``(T+1, m)``) is the trained bias ``b_t`` (exactly zero when
     the problem has ``bias=False``) and ``b_err`` its error; ``grad_norm``
@@ -498,6 +524,7 @@ class DMFTResult(Result):
     Q_err: np.ndarray
     b: np.ndarray
     b_err: np.ndarray
+    cosine_per_direction: np.ndarray | None = None
     kept: dict[int, dict[str, np.ndarray]] = field(default_factory=dict, repr=False)
 
     @property
@@ -750,6 +777,8 @@ class _Run:
         self.bvec, self.b_err = np.zeros((T + 2, m)), np.zeros((T + 2, m))  # b_t: 0 without a bias
         self.Q_err = np.zeros((T + 2, m, m))
         self.out = {name: np.full(T + 1, np.nan) for name in _OBSERVABLES}
+        self.cos_dir = np.full((T + 1, k), np.nan)
+        self.stop_rows = list(cfg.stop_directions) or list(range(k))
         self.kept: dict[int, dict[str, np.ndarray]] = {}
         self.min_pivot = np.full(T + 1, np.nan)
         self.n_null = np.zeros(T + 1, dtype=int)
@@ -980,7 +1009,16 @@ class _Run:
             from tqdm import tqdm
 
             steps = tqdm(steps, desc=f"DMFT ({self.cfg.method})", unit="step")
+        stopped = None
         for t in steps:
+            blk = self._blk(t)
+            G = self.M[t].T @ self.M[t] + self.Qb[blk, blk]
+            self.cos_dir[t] = direction_projections(self.M[t], G)
+            if self.cfg.stop_cosine is not None and \
+                    self.cos_dir[t, self.stop_rows].min() > self.cfg.stop_cosine:
+                self.out["cosine"][t] = largest_cosine(self.M[t], self.Qb[blk, blk])
+                stopped = t
+                break
             null = self._cholesky_row(t)
             z, V, g = self._fields(t, null)
             if not np.all(np.isfinite(g)):
@@ -990,7 +1028,6 @@ class _Run:
             step, Cn_b, EVg_b, g_b = self._moments(t, z, g, null, D)
             Gam, Gam_b = self.estimator.row(step)
             finite = self._advance(t, Gam, Gam_b, Cn_b, EVg_b, g_b)
-            blk = self._blk(t)
             self.out["test_loss"][t], self.out["test_loss_err"][t] = _test_loss(
                 self.problem, self.cfg.test_loss, self.M[t], self.Qb[blk, blk],
                 self.bvec[t] if self.problem.bias else None, self.test)
@@ -1002,10 +1039,10 @@ class _Run:
                 status, message, last = Status.FAILED, lost, t - 1
                 break
         self.out["cosine_err"][0] = 0.0
-        return self._assemble(status, message, last, settings, t_start)
+        return self._assemble(status, message, last, settings, t_start, stopped)
 
     def _assemble(self, status: Status, message: str, last: int, settings: dict[str, Any],
-                  t_start: float) -> DMFTResult:
+                  t_start: float, stopped: int | None = None) -> DMFTResult:
         m, n1 = self.m, self.T + 1
 
         def blocks(A: np.ndarray) -> np.ndarray:
@@ -1014,8 +1051,23 @@ class _Run:
         Qk, Rk, Gk, Ck, Gek = (blocks(A) for A in (self.Qb, self.Rb, self.Gb, self.Cb, self.Gb_err))
         Mk, bk = self.M[:n1].copy(), self.bvec[:n1].copy()
         out = self.out
+        cos_dir = self.cos_dir.copy()
+        if stopped is not None:  # first passage reached: nothing after step `stopped` was computed
+            cos_t = out["cosine"][stopped]
+            for A in (Gk, Ck, Gek):
+                A[stopped:, :] = np.nan
+                A[:, stopped:] = np.nan
+            for A in (Qk, Rk):
+                A[stopped + 1:, :] = np.nan
+                A[:, stopped + 1:] = np.nan
+            Mk[stopped + 1:] = np.nan
+            bk[stopped + 1:] = np.nan
+            for arr in out.values():
+                arr[stopped:] = np.nan
+            out["cosine"][stopped] = cos_t
         if status is not Status.SUCCESS:
             bad = max(last + 1, 0)
+            cos_dir[bad:] = np.nan
             for A in (Gk, Ck, Gek):
                 A[bad:, :] = np.nan
                 A[:, bad:] = np.nan
@@ -1036,13 +1088,16 @@ class _Run:
                            "batch means over n_batches, conditional on earlier kernels "
                            "(propagated kernel error not included)",
             "test_loss_source": self.cfg.test_loss,
-            "Q_next": self.Qb[T1, T1].copy() if status is Status.SUCCESS else None,
+            "Q_next": self.Qb[T1, T1].copy() if status is Status.SUCCESS and stopped is None else None,
         } | self.estimator.diagnostics()
+        if self.cfg.stop_cosine is not None:
+            diagnostics["stopped_at"] = stopped
         return DMFTResult(
             status=status, message=message, settings=settings, diagnostics=diagnostics,
             elapsed=time.perf_counter() - t_start,
             Q=Qk, Gamma=Gk, R=Rk, Cg=Ck, M=Mk, Gamma_err=Gek, M_err=self.M_err[:n1].copy(),
-            Q_err=self.Q_err[:n1].copy(), b=bk, b_err=self.b_err[:n1].copy(), kept=self.kept, **out,
+            Q_err=self.Q_err[:n1].copy(), b=bk, b_err=self.b_err[:n1].copy(), kept=self.kept,
+            cosine_per_direction=cos_dir, **out,
         )
 
 

@@ -78,6 +78,7 @@ from dmftsolve.simulation.trials import (
     trial_generators,
     trial_seed,
 )
+from dmftsolve.success import direction_projections, success_directions
 
 __all__ = [
     "SimulationResult",
@@ -194,11 +195,31 @@ class SimulationResult(Result):
         """Per-trial value of ``name`` at the last recorded step."""
         return self._array(name)[:, -1]
 
-    def success(self, threshold: float = 0.5) -> np.ndarray:
-        """Per trial: final cosine ``> threshold`` (a trial that blew up is a failure)."""
+    def success_directions(self) -> tuple[int, ...]:
+        """The directions a trial must learn (:func:`dmftsolve.success.success_directions`)."""
+        d = self.settings.get("success_directions")
+        if d is None:  # results built before the setting existed
+            from dmftsolve.problem import Problem
+            from dmftsolve.success import success_directions
+
+            d = success_directions(Problem.build(**self.settings["problem"]))
+        return tuple(int(j) for j in d)
+
+    def success_statistic(self) -> np.ndarray:
+        """Per trial and recorded step: the smallest projection of a success direction onto
+        ``span(W_t)`` (:mod:`dmftsolve.success`), shape ``(trials, R)``; for ``k = 1`` the cosine."""
+        return self.cosine_per_direction[:, :, list(self.success_directions())].min(axis=2)
+
+    def success(self, threshold: float = 0.5, *, first_passage: bool = False) -> np.ndarray:
+        """Per trial: every success direction's projection onto ``span(W_T)`` above
+        ``threshold`` (:mod:`dmftsolve.success`; for ``k = 1`` the final cosine); with
+        ``first_passage``, at some recorded step (the criterion of the finite-d theory). A
+        trial that blew up is a failure."""
         threshold = float(threshold)
-        c = self.cosine[:, -1]
-        return np.isfinite(c) & (c > threshold)
+        c = self.success_statistic()
+        with np.errstate(invalid="ignore"):
+            above = np.isfinite(c) & (c > threshold)
+        return above.any(axis=1) if first_passage else above[:, -1]
 
     def success_rate(self, threshold: float = 0.5) -> tuple[float, float]:
         """Fraction of successful trials and its binomial standard error."""
@@ -259,7 +280,7 @@ def _cosines(M: np.ndarray, G: np.ndarray) -> tuple[float, np.ndarray]:
     largest principal cosine.
     """
     C = M @ np.linalg.pinv(G, rcond=1e-12, hermitian=True) @ M.T
-    per = np.sqrt(np.clip(np.diag(C), 0.0, 1.0))
+    per = direction_projections(M, G)
     top = float(np.sqrt(np.clip(np.linalg.eigvalsh(0.5 * (C + C.T))[-1], 0.0, 1.0)))
     return top, per
 
@@ -506,6 +527,7 @@ def assemble_trials(
         "record_every": opts.record_every, "n_test": opts.n_test, "gram": opts.gram,
         "hessian_at": list(opts.hessian_at), "n_eigs": opts.n_eigs,
         "hessian_method": opts.hessian_method, "hard": list(opts.hard),
+        "success_directions": list(success_directions(problem)),
         "blas_threads": opts.blas_threads,
         "theta_star": "first k coordinate axes",
         "problem": problem.to_dict(),

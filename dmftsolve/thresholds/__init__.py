@@ -3,7 +3,8 @@
 * :mod:`dmftsolve.thresholds.directions` — the easy/hard split of the target directions;
 * :mod:`dmftsolve.thresholds.weak_recovery` — the weak-recovery threshold ``δ_alg``;
 * :mod:`dmftsolve.thresholds.hessian_threshold` — the Hessian threshold ``δ_NN(t)`` and its long-time rule;
-* :mod:`dmftsolve.thresholds.finite_d_transition` — GD's finite-d success probability and ``δ_50``.
+* :mod:`dmftsolve.thresholds.finite_d_transition` — GD's finite-d success probability and ``δ_50``;
+* :mod:`dmftsolve.thresholds.delta50` — the probit fit of a success curve and the self-bracketing δ_50 search.
 
 Public names are re-exported here lazily (importing the package stays cheap).
 """
@@ -26,7 +27,9 @@ _EXPORTS = {
     "TransitionSettings": "dmftsolve.thresholds.finite_d_transition",
     "success_probability": "dmftsolve.thresholds.finite_d_transition",
     "transition": "dmftsolve.thresholds.finite_d_transition",
-    "probit_fit": "dmftsolve.thresholds.finite_d_transition",
+    "probit_fit": "dmftsolve.thresholds.delta50",
+    "search_delta_50": "dmftsolve.thresholds.delta50",
+    "transition_directions": "dmftsolve.thresholds.finite_d_transition",
     "split_directions": "dmftsolve.thresholds.directions",
 }
 __all__ = list(_EXPORTS)

@@ -35,8 +35,22 @@ Constructions (``TransitionSettings.construction``)
     ``"initial"``: paired paths without the force, so only ``m_0`` seeds the hard direction;
     the difference from the others isolates the ``O(1/√d)`` finite-``n`` effects.
 
+Any width and any number of directions
+    The construction is the same for ``m`` neurons and ``k`` target directions: a draw starts at
+    ``M_0 = X/√d`` with ``X`` a ``k×m`` matrix of ``N(0, q0)`` entries (the overlaps of a random
+    start; the Frobenius norm of its hard block stratified over its χ law), ``Q_0 = q0 I_m``; the
+    paths are paired by a joint reflection of the **hard** directions (:func:`transition_directions`:
+    the label must be invariant under it), and the force of ``n`` samples acts on every
+    direction and neuron. Easy directions are learned by the DMFT itself, from their own random
+    start. Success is defined once (:mod:`dmftsolve.success`): every hard direction's projection
+    onto ``span(W)`` above ``success_cosine`` (for ``m = k = 1``, the cosine). Not included: the
+    ``O(1/√d)`` off-diagonal fluctuation of the random start's Gram ``Q_0``.
+
 δ_50 is the maximum-likelihood probit fit ``P = Φ((δ − δ_50)/w)`` to all draws, with a
-bootstrap standard error (:func:`probit_fit`).
+bootstrap standard error (:func:`probit_fit`). Without a grid, :func:`transition` finds the
+transition itself (:func:`adaptive_search`): batches of draws that first bracket the
+transition from ``start`` and are then placed at ``δ_50 ± 0.8 w`` until the error reaches
+``tol``. Each draw stops at its first passage (``DMFTSettings.stop_cosine``).
 """
 
 from __future__ import annotations
@@ -50,14 +64,14 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy.optimize import minimize
-from scipy.special import log_ndtr, ndtri
+from scipy.special import ndtri
 
 from dmftsolve.problem import Problem, check_delta, check_integer
 from dmftsolve.results import Result, SolverError, Status
+from dmftsolve.thresholds.delta50 import probit_fit, search_delta_50
 
 __all__ = ["TransitionSettings", "SuccessProbability", "TransitionCurve", "success_probability",
-           "transition", "probit_fit"]
+           "transition", "probit_fit", "adaptive_search", "transition_directions", "draw_starts"]
 
 
 _CONSTRUCTIONS = {
@@ -104,6 +118,14 @@ class TransitionSettings:
         says what is left); ``"poisson"`` (the default before; kept for the committed
         comparisons) adds the paths' own ``2 Var(c)/N``. Measured in ``docs/findings.md``
         ("paired force weights").
+    tol : float
+        Adaptive search (:func:`transition` without ``deltas``): stop once the standard error
+        of δ_50 is at most this.
+    max_draws : int
+        Adaptive search: the largest number of draws in all; the result says so if ``tol``
+        was not reached.
+    start : float, optional
+        Adaptive search: the first δ tried (default 6).
     """
 
     steps: int | None = None
@@ -116,6 +138,9 @@ class TransitionSettings:
     workers: int = 1
     paths_per_sample: float | None = None
     force_weights: str = "paired"
+    tol: float = 0.15
+    max_draws: int = 400
+    start: float | None = None
 
     def __post_init__(self) -> None:
         if self.steps is not None:
@@ -135,6 +160,13 @@ class TransitionSettings:
         if self.construction not in _CONSTRUCTIONS:
             raise ValueError(f"construction must be one of {sorted(_CONSTRUCTIONS)}, "
                              f"got {self.construction!r}")
+        for name in ("tol", "start"):
+            v = getattr(self, name)
+            if v is None and name == "start":
+                continue
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
+                raise ValueError(f"{name} must be a positive finite number, got {v!r}")
+        check_integer("max_draws", self.max_draws, 2)
         if not 0.0 < float(self.success_cosine) < 1.0:
             raise ValueError(f"success_cosine must lie in (0, 1), got {self.success_cosine!r}")
 
@@ -190,12 +222,95 @@ def _draw_seed(seed: int, delta: float, d: int, k: int) -> int:
     return int(ss.generate_state(1, dtype=np.uint64)[0] % (2**63))
 
 
-def stratified_starts(problem: Problem, delta: float, d: int, s: TransitionSettings) -> np.ndarray:
-    """The draws' initial ``√d M_0``: ``√q0 Φ⁻¹((k + U_k)/K)``, ``k < K = s.draws``, seeded by
-    ``(s.seed, δ, d)`` (stratified, so the binomial error of ``p`` is an upper bound)."""
+def _start_rng(s: TransitionSettings, delta: float, d: int, batch: int) -> np.random.Generator:
+    key = [s.seed, int(round(1000 * delta)), d] + ([batch] if batch else [])
+    return np.random.default_rng(key)
+
+
+def stratified_starts(problem: Problem, delta: float, d: int, s: TransitionSettings,
+                      batch: int = 0) -> np.ndarray:
+    """One neuron, one direction: the draws' initial ``√d M_0``, ``√q0 Φ⁻¹((k + U_k)/K)``,
+    ``k < K = s.draws``, seeded by ``(s.seed, δ, d)`` (and ``batch`` when > 0; stratified, so the
+    binomial error of ``p`` is an upper bound)."""
     q0 = float(problem.training.init.q0)
-    rng = np.random.default_rng([s.seed, int(round(1000 * delta)), d])
+    rng = _start_rng(s, delta, d, batch)
     return math.sqrt(q0) * ndtri((np.arange(s.draws) + rng.random(s.draws)) / s.draws)
+
+
+def draw_starts(problem: Problem, delta: float, d: int, s: TransitionSettings,
+                hard: Sequence[int], batch: int = 0) -> np.ndarray:
+    """The draws' initial overlaps ``√d M_0``, shape ``(s.draws, k, m)``.
+
+    Entries ``N(0, q0)`` (a random start's overlaps times ``√d``); the Frobenius norm of the
+    hard rows is stratified over its law (``√q0 χ`` with ``k_h m`` degrees of freedom), so the
+    binomial error of ``p`` is an upper bound. For ``m = k = 1`` this is
+    :func:`stratified_starts` (signed), as before.
+
+    Examples
+    --------
+    >>> from dmftsolve import Problem
+    >>> p = Problem.build(target="z1*z2", activation="gelu", m=2)
+    >>> draw_starts(p, 4.0, 1000, TransitionSettings(draws=8), (0, 1)).shape
+    (8, 2, 2)
+    """
+    k, m, K = problem.k, problem.m, s.draws
+    if k == m == 1:
+        return stratified_starts(problem, delta, d, s, batch)[:, None, None]
+    from scipy.stats import chi2
+
+    q0 = float(problem.training.init.q0)
+    rng = _start_rng(s, delta, d, batch)
+    X = rng.standard_normal((K, k, m)) * math.sqrt(q0)
+    rows = list(hard)
+    H = X[:, rows, :]
+    norm = np.sqrt((H**2).sum(axis=(1, 2)))
+    u = (rng.permutation(K) + rng.random(K)) / K
+    want = np.sqrt(q0 * chi2.ppf(u, df=len(rows) * m))
+    X[:, rows, :] = H * (want / np.maximum(norm, 1e-300))[:, None, None]
+    return X
+
+
+def transition_directions(problem: Problem) -> tuple[int, ...]:
+    """The hard target directions whose learning decides success, after checking the problem.
+
+    Raises ``ValueError`` unless: ``problem`` has no bias and no ridge; its hard subspace
+    (:func:`~dmftsolve.thresholds.directions.split_directions`) is non-empty and spanned by
+    coordinate directions; and the label is invariant under the joint reflection of those
+    coordinates (so the random start's reflection pairing, and GD's force as a Rademacher sum,
+    hold). Returns the hard directions' indices.
+
+    Examples
+    --------
+    >>> from dmftsolve import Problem
+    >>> transition_directions(Problem.build(target="z1 + z2**2 - 1", activation="gelu"))
+    (1,)
+    """
+    from dmftsolve.thresholds.directions import split_directions
+
+    if not isinstance(problem, Problem):
+        raise ValueError(f"problem must be a Problem, got {problem!r}")
+    if problem.bias or problem.training.lam != 0.0:
+        raise ValueError("the finite-d transition is implemented without bias and ridge "
+                         f"(bias={problem.bias}, lam={problem.training.lam})")
+    split = split_directions(problem)
+    hard = split.hard_indices
+    if hard is None:
+        raise ValueError(f"the hard directions of target {problem.target.expr!r} are not coordinate "
+                         "directions; write the target in coordinates where they are")
+    if not hard:
+        raise ValueError(f"target {problem.target.expr!r} has no hard direction (every direction is "
+                         "learned in O(1) steps): there is no transition to predict")
+    rng = np.random.default_rng(0)
+    z = rng.standard_normal((512, problem.k)) * 1.5
+    eps = rng.standard_normal(512) if problem.target.noisy else 0.0
+    zr = z.copy()
+    zr[:, list(hard)] *= -1.0
+    y, yr = (np.asarray(problem.labels(a, eps), dtype=float) for a in (z, zr))
+    if not np.allclose(y, yr, rtol=1e-10, atol=1e-10 * max(1.0, float(np.abs(y).max()))):
+        names = ", ".join(f"z{j + 1}" if problem.k > 1 else "z" for j in hard)
+        raise ValueError(f"the label must be invariant under reflecting its hard direction(s) "
+                         f"({names}) jointly, got target {problem.target.expr!r}")
+    return tuple(int(j) for j in hard)
 
 
 def kernel_paths(s: TransitionSettings, n: int) -> int:
@@ -237,63 +352,91 @@ def curvature_warning(s: TransitionSettings, d: int, deltas: Sequence[float]) ->
             f"for N = 2n")
 
 
-def solve_draw(problem: Problem, delta: float, d: int, k: int, m0: float,
-               s: TransitionSettings, T: int) -> Any:
+def solve_draw(problem: Problem, delta: float, d: int, k: int, m0: Any,
+               s: TransitionSettings, T: int, hard: Sequence[int] | None = None,
+               stop: bool = False) -> Any:
     """The DMFT solve of draw ``k`` (start ``√d M_0 = m0``, ``s.construction``), as
     :func:`success_probability` runs it: a :class:`~dmftsolve.dynamics.dmft.DMFTResult`
-    (``throw=False``; check ``.ok``)."""
+    (``throw=False``; check ``.ok``).
+
+    ``m0`` is a number (``m = k = 1``) or a ``k×m`` array; ``hard`` the directions paired by
+    reflection and tested for success (default :func:`transition_directions`); ``stop`` ends
+    the solve at the first passage of the success criterion (:mod:`dmftsolve.success`).
+    """
     from dmftsolve.dynamics.dmft import solve_dmft
 
+    hard = transition_directions(problem) if hard is None else tuple(int(j) for j in hard)
     q0 = float(problem.training.init.q0)
     n = int(round(delta * d))
     N = kernel_paths(s, n)
-    p = problem.replace(M0=[[m0 / math.sqrt(d)]], Q0=[[q0]], steps=T, hold_zero=[])
+    M0 = np.broadcast_to(np.asarray(m0, dtype=float), (problem.k, problem.m)) / math.sqrt(d)
+    p = problem.replace(M0=M0.tolist(), Q0=(q0 * np.eye(problem.m)).tolist(), steps=T, hold_zero=[])
     kw: dict[str, Any] = {
         "finite_n": {"n_paths": n, "antithetic": False},
-        "forced": {"n_paths": N, "reflect": (0,), "force_samples": n, "force_weights": s.force_weights},
-        "initial": {"n_paths": N, "reflect": (0,)},
-        "quenched": {"n_paths": 2 * s.copies * n, "reflect": (0,), "antithetic": False,
+        "forced": {"n_paths": N, "reflect": hard, "force_samples": n, "force_weights": s.force_weights},
+        "initial": {"n_paths": N, "reflect": hard},
+        "quenched": {"n_paths": 2 * s.copies * n, "reflect": hard, "antithetic": False,
                      "n_batches": 2, "force_samples": n, "quenched_labels": True},
     }[s.construction]
+    if stop:
+        kw |= {"stop_cosine": float(s.success_cosine), "stop_directions": hard}
     return solve_dmft(p, delta, seed=_draw_seed(s.seed, delta, d, k), errors="none",
                       test_loss="none", throw=False, **kw)
 
 
 def sane_steps(r: Any) -> int:
     """Number of leading steps of a draw's solve ``r`` (from :func:`solve_draw`) before any
-    blow-up: finite cosine, ``|M| < 1e3`` and ``Q < 1e3``. The N-path Stein kernels can diverge
-    long after the escape (e.g. ``M ~ 1e62`` at t ~ 300 with N = 4250 paths), and a solve that
-    stopped on non-finite kernels is NaN from there on."""
+    blow-up: finite cosine, every ``|M| < 1e3`` and every ``Q(t,t)_jj < 1e3``. The N-path Stein
+    kernels can diverge long after the escape (e.g. ``M ~ 1e62`` at t ~ 300 with N = 4250
+    paths), and a solve that stopped on non-finite kernels is NaN from there on. A solve that
+    stopped at its first passage (``diagnostics["stopped_at"]``) is sane up to that step."""
     cosine = np.asarray(r.cosine, dtype=float)
+    M = np.asarray(r.M, dtype=float).reshape(cosine.size, -1)
+    q = np.asarray(r.q_diag, dtype=float)
+    qd = np.diagonal(q, axis1=1, axis2=2) if q.ndim == 3 else q.reshape(cosine.size, -1)
     with np.errstate(invalid="ignore"):
-        sane = np.isfinite(cosine) & (np.abs(r.M[:, 0, 0]) < 1e3) & (r.q_diag[:, 0, 0] < 1e3)
+        sane = np.isfinite(cosine) & (np.abs(M) < 1e3).all(axis=1) & (qd < 1e3).all(axis=1)
+    stopped = getattr(r, "diagnostics", {}).get("stopped_at") if hasattr(r, "diagnostics") else None
+    if stopped is not None:
+        sane[stopped] = np.isfinite(cosine[stopped])
+        return int(np.argmin(sane[: stopped + 1])) if not sane[: stopped + 1].all() else stopped + 1
     return int(np.argmin(sane)) if not sane.all() else sane.size
 
 
-def _draw(problem: Problem, delta: float, d: int, k: int, m0: float,
-          s: TransitionSettings, T: int) -> tuple[float, int, bool, str]:
-    """One DMFT draw: ``(last sane cosine, escape step or −1, diverged, failure message)``."""
-    r = solve_draw(problem, delta, d, k, m0, s, T)
+def _draw(problem: Problem, delta: float, d: int, k: int, m0: Any,
+          s: TransitionSettings, T: int, hard: Sequence[int] | None = None,
+          stop: bool = False) -> tuple[float, int, bool, str]:
+    """One DMFT draw: ``(last sane success statistic, escape step or −1, diverged, failure
+    message)``; the statistic is the smallest hard-direction projection (:mod:`dmftsolve.success`)."""
+    r = solve_draw(problem, delta, d, k, m0, s, T, hard, stop)
     # first passage, before any blow-up (:func:`sane_steps`); a solve that stopped on
     # non-finite kernels counts if it escaped before.
-    cosine = np.asarray(r.cosine, dtype=float)
+    per = getattr(r, "cosine_per_direction", None)
+    if per is None or hard is None:  # a stand-in solve (tests) or m = k = 1: the cosine
+        stat = np.asarray(r.cosine, dtype=float)
+    else:
+        stat = np.asarray(per, dtype=float)[:, list(hard)].min(axis=1)
     upto = sane_steps(r)
-    above = np.nonzero(cosine[:upto] > s.success_cosine)[0]
+    above = np.nonzero(stat[:upto] > s.success_cosine)[0]
     if not r.ok and not above.size:
         return math.nan, -1, False, f"draw {k}: {r.message}"
-    last = float(cosine[upto - 1]) if upto > 0 else math.nan
-    return last, int(above[0]) if above.size else -1, upto < cosine.size, ""
+    last = float(stat[upto - 1]) if upto > 0 else math.nan
+    stopped = getattr(r, "diagnostics", {}).get("stopped_at") if hasattr(r, "diagnostics") else None
+    diverged = upto < stat.size and stopped is None
+    return last, int(above[0]) if above.size else -1, diverged, ""
 
 
 def success_probability(problem: Problem, delta: float, d: int, *,
                         settings: TransitionSettings | None = None,
-                        throw: bool = True, executor: Executor | None = None) -> SuccessProbability:
-    """Predicted probability that GD at ``(δ, d)`` reaches cosine > 1/2 by step ``T``.
+                        throw: bool = True, executor: Executor | None = None,
+                        batch: int = 0) -> SuccessProbability:
+    """Predicted probability that GD at ``(δ, d)`` learns every hard direction by step ``T``.
 
     Parameters
     ----------
     problem : Problem
-        Single neuron (``m = k = 1``), random start (``q0``), label even in ``z``.
+        Any width ``m`` and number of directions ``k``, random start (``q0``), no bias or
+        ridge, hard directions sign-symmetric (:func:`transition_directions`).
     delta : float
         Sample ratio ``δ = n/d``.
     d : int
@@ -306,29 +449,42 @@ def success_probability(problem: Problem, delta: float, d: int, *,
     executor : concurrent.futures.Executor, optional
         Where the draws run (e.g. a ``ProcessPoolExecutor``); in this process if None. The
         result does not depend on it (each draw has its own seed).
+    batch : int
+        Index of this batch of ``settings.draws`` draws at ``δ`` (0: the first). Batch ``b``
+        uses draw seeds ``b·draws …`` and its own stratified starts, so batches pool.
 
     Returns
     -------
     SuccessProbability
-    """
-    from dmftsolve.dynamics.hard_overlap import check_hard_overlap_problem
+        ``p`` with its binomial error; ``m0`` holds the starts (``(draws,)`` for ``m = k = 1``,
+        else ``(draws, k, m)``).
 
+    Examples
+    --------
+    >>> from dmftsolve import Problem
+    >>> p = Problem.build(target="z**2 - 1", activation="gelu", eta=0.5, steps=40)
+    >>> r = success_probability(p, 20.0, 200, settings=TransitionSettings(draws=2, n_paths=2000))
+    >>> r.successes, r.draws
+    (2, 2)
+    """
     t0 = time.perf_counter()
-    check_hard_overlap_problem(problem)
+    hard = transition_directions(problem)
     delta = check_delta(delta)
     d = check_integer("d", d, 2)
+    batch = check_integer("batch", batch, 0)
     s = TransitionSettings() if settings is None else settings
     if not isinstance(s, TransitionSettings):
         raise ValueError(f"settings must be a TransitionSettings, got {settings!r}")
     T = problem.training.steps if s.steps is None else s.steps
     K = s.draws
-    m0 = stratified_starts(problem, delta, d, s)
+    starts = draw_starts(problem, delta, d, s, hard, batch)
     n = int(round(delta * d))
+    first = batch * K
+    args = [(problem, delta, d, first + j, starts[j], s, T, hard, True) for j in range(K)]
     if executor is None:
-        outs = [_draw(problem, delta, d, k, float(m0[k]), s, T) for k in range(K)]
+        outs = [_draw(*a) for a in args]
     else:
-        outs = list(executor.map(_draw, *zip(*[(problem, delta, d, k, float(m0[k]), s, T)
-                                               for k in range(K)], strict=True)))
+        outs = list(executor.map(_draw, *zip(*args, strict=True)))
     cos = np.array([o[0] for o in outs])
     esc = np.array([o[1] for o in outs])
     diverged = sum(o[2] for o in outs)
@@ -339,15 +495,18 @@ def success_probability(problem: Problem, delta: float, d: int, *,
     status = Status.SUCCESS if not failures else Status.FAILED
     message = "" if not failures else f"{len(failures)} DMFT draws failed: {failures[:3]}"
     warning = curvature_warning(s, d, [delta])
+    m0 = starts[:, 0, 0] if problem.k == problem.m == 1 else starts
     res = SuccessProbability(
         status=status, message=message, warnings=() if warning is None else (warning,),
-        settings={**dataclasses.asdict(s), "steps": T, "problem": problem.to_dict(), "n": n},
+        settings={**dataclasses.asdict(s), "steps": T, "problem": problem.to_dict(), "n": n,
+                  "batch": batch},
         diagnostics={"construction": _CONSTRUCTIONS[s.construction], "failures": failures,
                      "diverged_draws": diverged, "kernel_paths": kernel_paths(s, n),
-                     "curvature_excess": curvature_excess(s, n),
-                     "criterion": "first passage of the cosine above success_cosine by step T "
-                                  "(GD's escapes are permanent: no late escapes or relapses "
-                                  "were seen in 4x longer runs)"},
+                     "curvature_excess": curvature_excess(s, n), "hard_directions": list(hard),
+                     "criterion": "first passage of the smallest hard-direction projection onto "
+                                  "span(W) above success_cosine by step T (dmftsolve.success; GD's "
+                                  "escapes are permanent: no late escapes or relapses were seen in "
+                                  "4x longer runs); each draw stops there"},
         elapsed=time.perf_counter() - t0, delta=delta, d=d, p=p_hat,
         p_err=math.sqrt(max(p_hat * (1 - p_hat), 0.25 / K) / K), successes=succ, draws=K,
         m0=m0, final_cosine=cos, escape_step=esc)
@@ -356,109 +515,153 @@ def success_probability(problem: Problem, delta: float, d: int, *,
     return res
 
 
-def _probit_mle(x: np.ndarray, k: np.ndarray, n: np.ndarray) -> tuple[float, float]:
-    def nll(theta: np.ndarray) -> float:
-        mu, logw = theta
-        u = (x - mu) / math.exp(logw)
-        return float(-(k * log_ndtr(u) + (n - k) * log_ndtr(-u)).sum())
-
-    p = k / n
-    i = int(np.argmin(np.abs(p - 0.5)))
-    start = np.array([x[i], math.log(max(0.1 * (x.max() - x.min()), 0.05))])
-    res = minimize(nll, start, method="Nelder-Mead", options={"xatol": 1e-5, "fatol": 1e-8})
-    return float(res.x[0]), float(math.exp(res.x[1]))
-
-
-def probit_fit(deltas: np.ndarray, successes: np.ndarray, trials: np.ndarray, *,
-               bootstrap: int = 200, seed: int = 0) -> tuple[float, float, float]:
-    """Maximum-likelihood ``P = Φ((δ − δ_50)/w)``: returns ``(δ_50, se(δ_50), w)``.
-
-    The standard error is a bootstrap over the counts: ``k*_i ~ Bin(n_i, (k_i + ½)/(n_i + 1))``
-    (the observed rates shrunk towards ½, so an observed 0 or 1 still fluctuates), refitted;
-    resamples with every count 0 or every count ``n`` are skipped. The observed-information
-    error is useless here: with few trials per δ the curve is often nearly a step, the fitted
-    width collapses and its curvature says nothing about δ_50. If every point is 0 or every
-    point is 1, δ_50 lies outside the grid and ``(nan, nan, nan)`` is returned.
-    """
-    x = np.asarray(deltas, float)
-    k = np.asarray(successes, float)
-    n = np.asarray(trials, float)
-    if not (x.shape == k.shape == n.shape) or x.size < 2:
-        raise ValueError(f"deltas, successes, trials must be equal-length arrays of >= 2, got shapes "
-                         f"{x.shape}, {k.shape}, {n.shape}")
-    if np.all(k == 0) or np.all(k == n):
-        return math.nan, math.nan, math.nan
-    mu, w = _probit_mle(x, k, n)
-    rng = np.random.default_rng(seed)
-    ks = rng.binomial(n.astype(int), (k + 0.5) / (n + 1), size=(int(bootstrap), x.size)).astype(float)
-    keep = ~(np.all(ks == 0, axis=1) | np.all(ks == n, axis=1))
-    lo, hi = x.min() - (x.max() - x.min()), x.max() + (x.max() - x.min())
-    boot = np.array([min(max(_probit_mle(x, kb, n)[0], lo), hi) for kb in ks[keep]])
-    se = float(boot.std(ddof=1)) if boot.size > 1 else math.nan
-    return mu, se, w
+def _pool(points: Sequence[SuccessProbability]) -> SuccessProbability:
+    """Batches at one δ as one point (counts, starts, escapes concatenated)."""
+    if len(points) == 1:
+        return points[0]
+    K = sum(p.draws for p in points)
+    succ = sum(p.successes for p in points)
+    p_hat = succ / K
+    bad = [p for p in points if not p.ok]
+    failures = [f for p in points for f in p.diagnostics.get("failures", [])]
+    first = points[0]
+    return dataclasses.replace(
+        first, status=bad[0].status if bad else Status.SUCCESS,
+        message="" if not bad else f"{len(failures)} DMFT draws failed: {failures[:3]}",
+        warnings=tuple(dict.fromkeys(w for p in points for w in p.warnings)),
+        settings={**first.settings, "batch": [p.settings.get("batch", 0) for p in points]},
+        diagnostics={**first.diagnostics, "failures": failures,
+                     "diverged_draws": sum(p.diagnostics.get("diverged_draws", 0) for p in points)},
+        elapsed=sum(p.elapsed for p in points), p=p_hat,
+        p_err=math.sqrt(max(p_hat * (1 - p_hat), 0.25 / K) / K), successes=succ, draws=K,
+        m0=np.concatenate([p.m0 for p in points]),
+        final_cosine=np.concatenate([p.final_cosine for p in points]),
+        escape_step=np.concatenate([p.escape_step for p in points]))
 
 
-def transition(problem: Problem, d: int, deltas: Sequence[float], *,
+def adaptive_search(problem: Problem, d: int, settings: TransitionSettings, *,
+                    throw: bool = True, progress: bool = False,
+                    executor: Executor | None = None) -> tuple[list[SuccessProbability], str]:
+    """The theory's δ_50 without a grid: :func:`~dmftsolve.thresholds.delta50.search_delta_50`
+    over batches of ``settings.draws`` draws (:func:`success_probability` with ``batch``),
+    from ``settings.start`` (default 6) to the error ``settings.tol``, at most
+    ``settings.max_draws`` draws. Returns the points (one per δ, batches pooled) and the
+    search's stop reason (``""`` when ``tol`` was reached)."""
+    batches: dict[float, list[SuccessProbability]] = {}
+
+    def run_batch(x: float, b: int) -> tuple[int, int]:
+        pt = success_probability(problem, x, d, settings=settings, throw=throw, executor=executor, batch=b)
+        batches.setdefault(x, []).append(pt)
+        return pt.successes, pt.draws
+
+    out = search_delta_50(run_batch, start=6.0 if settings.start is None else float(settings.start),
+                          tol=settings.tol, max_trials=settings.max_draws, label=f"[transition d={d}] ",
+                          progress=progress)
+    return [_pool(batches[x]) for x in sorted(batches)], out.reason
+
+
+def transition(problem: Problem, d: int, deltas: Sequence[float] | None = None, *,
                settings: TransitionSettings | None = None, throw: bool = True,
                progress: bool = False) -> TransitionCurve:
-    """The predicted success curve over ``deltas`` at dimension ``d`` and its δ_50 ± error.
+    """The predicted success curve at dimension ``d`` and its δ_50 ± error.
 
     Parameters
     ----------
     problem : Problem
-        As for :func:`success_probability`.
+        As for :func:`success_probability` (any width, any number of directions).
     d : int
         Input dimension.
-    deltas : sequence of float
-        Sample ratios (at least 2, distinct).
+    deltas : sequence of float, optional
+        Sample ratios (at least 2, distinct), ``settings.draws`` draws at each. If None, the
+        transition is found by :func:`adaptive_search` (``settings.start``, ``tol``,
+        ``max_draws``; batches of ``settings.draws``).
     settings : TransitionSettings, optional
         See :class:`TransitionSettings` (``workers``: processes for the draws).
     throw : bool
-        Raise :class:`SolverError` on a failed point or a δ_50 outside the grid.
+        Raise :class:`SolverError` on a failed point, or when δ_50 is not bracketed (on a
+        fixed grid: outside it; adaptive: not found in ``DELTA_RANGE``).
     progress : bool
-        Print one line per δ on stderr.
+        Print a line per batch on stderr (with the adaptive search, the current δ_50 and an
+        estimate of the time left).
 
     Returns
     -------
     TransitionCurve
-    """
-    import sys
 
+    Examples
+    --------
+    >>> from dmftsolve import Problem
+    >>> p = Problem.build(target="z**2 - 1", activation="gelu", eta=0.5, steps=40)
+    >>> c = transition(p, 200, [2.0, 20.0], settings=TransitionSettings(draws=2, n_paths=2000),
+    ...                throw=False)
+    >>> c.successes.tolist(), bool(2 < c.delta_50 < 20)
+    ([0, 2], True)
+    """
     t0 = time.perf_counter()
     d = check_integer("d", d, 2)
-    grid = np.array(sorted({check_delta(x) for x in deltas}), float)
-    if grid.size < 2:
-        raise ValueError(f"deltas must hold at least 2 distinct values, got {list(deltas)!r}")
     s = TransitionSettings() if settings is None else settings
-    points = []
-    pool = ProcessPoolExecutor(s.workers) if s.workers > 1 else None
+    if not isinstance(s, TransitionSettings):
+        raise ValueError(f"settings must be a TransitionSettings, got {settings!r}")
+    transition_directions(problem)  # checks the problem before any work
+    grid = None
+    if deltas is not None:
+        if isinstance(deltas, (str, bytes)) or not hasattr(deltas, "__iter__"):
+            raise ValueError(f"deltas must be a sequence of numbers or None, got {deltas!r}")
+        grid = np.array(sorted({check_delta(x) for x in deltas}), float)
+        if grid.size < 2:
+            raise ValueError(f"deltas must hold at least 2 distinct values, got {list(deltas)!r}")
+    import sys
+
+    pool = ProcessPoolExecutor(min(s.workers, s.draws)) if s.workers > 1 else None
+    reason = ""
     try:
-        for x in grid:
-            pt = success_probability(problem, float(x), d, settings=s, throw=throw, executor=pool)
-            points.append(pt)
-            if progress:
-                print(f"[transition d={d}] δ={x:g}: {pt.successes}/{pt.draws} ({pt.elapsed:.0f} s)",
-                      file=sys.stderr, flush=True)
+        if grid is None:
+            points, reason = adaptive_search(problem, d, s, throw=throw, progress=progress, executor=pool)
+        else:
+            points = []
+            for x in grid:
+                pt = success_probability(problem, float(x), d, settings=s, throw=throw, executor=pool)
+                points.append(pt)
+                if progress:
+                    print(f"[transition d={d}] δ={x:g}: {pt.successes}/{pt.draws} ({pt.elapsed:.0f} s)",
+                          file=sys.stderr, flush=True)
     finally:
         if pool is not None:
             pool.shutdown(cancel_futures=True)
+    xs = np.array([p.delta for p in points], float)
     k = np.array([p.successes for p in points])
     n = np.array([p.draws for p in points])
-    mu, se, w = probit_fit(grid, k, n)
+    if xs.size >= 2:
+        mu, se, w = probit_fit(xs, k, n)
+    else:
+        mu, se, w = math.nan, math.nan, math.nan
     bad = [p for p in points if not p.ok]
     status, message = Status.SUCCESS, ""
+    rate = k / np.maximum(n, 1)
     if bad:
         status, message = Status.FAILED, (
             f"{len(bad)} of {len(points)} points had failed draws: "
             + "; ".join(f"δ = {p.delta:g}: {p.message[:160]}" for p in bad[:3]))
     elif not math.isfinite(mu):
-        status, message = Status.NO_ROOT, "success rate is 0 or 1 at every δ: δ_50 outside the grid"
-    warning = curvature_warning(s, d, grid)
+        status = Status.NO_ROOT
+        message = reason or "success rate is 0 or 1 at every δ: δ_50 outside the grid"
+    elif not (xs.min() <= mu <= xs.max()) or not (rate.min() < 0.5 < rate.max()):
+        status = Status.NO_ROOT
+        message = (f"δ_50 = {mu:.3g} is not bracketed by the points (δ = {xs.min():g}–{xs.max():g}, "
+                   f"success rates {rate.min():.2f}–{rate.max():.2f}): an extrapolation; "
+                   + ("widen the grid or omit it for the adaptive search" if grid is not None else reason))
+    elif reason:
+        status = Status.NOT_CONVERGED
+        message = f"{reason}: delta_50 error {se:.2g} > tol {s.tol:g}"
+    warning = curvature_warning(s, d, xs)
     res = TransitionCurve(
         status=status, message=message, warnings=() if warning is None else (warning,),
-        settings={**dataclasses.asdict(s), "problem": problem.to_dict(), "d": d},
-        diagnostics={"fit": "probit maximum likelihood, bootstrap se (probit_fit)"},
-        elapsed=time.perf_counter() - t0, d=d, deltas=grid,
+        settings={**dataclasses.asdict(s), "problem": problem.to_dict(), "d": d,
+                  "search": "grid" if grid is not None else "adaptive"},
+        diagnostics={"fit": "probit maximum likelihood, bootstrap se (probit_fit)",
+                     "total_draws": int(n.sum()),
+                     "hard_directions": points[0].diagnostics.get("hard_directions") if points else None},
+        elapsed=time.perf_counter() - t0, d=d, deltas=xs,
         p=np.array([p.p for p in points]), p_err=np.array([p.p_err for p in points]),
         successes=k, draws=n, delta_50=mu, delta_50_err=se, width=w, points=tuple(points))
     if throw and not res.ok:

@@ -1,0 +1,211 @@
+"""The 50 % point δ_50 of a success curve: the probit fit and a self-bracketing search.
+
+Used alike by the theory (:func:`dmftsolve.thresholds.finite_d_transition.transition`) and by
+GD experiments (``validation/width_transition.py``): :func:`search_delta_50` only needs a
+function that runs one batch of trials at a given δ and returns its successes.
+
+Examples
+--------
+A search against a known curve ``P = Φ((δ − 5)/0.5)``, 40 trials a batch:
+
+>>> import numpy as np
+>>> from scipy.special import ndtr
+>>> rng = np.random.default_rng(0)
+>>> def batch(x, b):
+...     return int(rng.binomial(40, ndtr((x - 5.0) / 0.5))), 40
+>>> out = search_delta_50(batch, start=9.0, tol=0.1, max_trials=4000)
+>>> abs(out.delta_50 - 5.0) < 4 * out.delta_50_err, out.reason
+(True, '')
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy.optimize import minimize
+from scipy.special import log_ndtr
+
+__all__ = ["probit_fit", "search_delta_50", "SearchOutcome", "DELTA_RANGE"]
+
+#: The search's range of δ: a transition outside it is reported as not found.
+DELTA_RANGE = (0.25, 200.0)
+
+
+def _probit_mle(x: np.ndarray, k: np.ndarray, n: np.ndarray) -> tuple[float, float]:
+    def nll(theta: np.ndarray) -> float:
+        mu, logw = theta
+        u = (x - mu) / math.exp(logw)
+        return float(-(k * log_ndtr(u) + (n - k) * log_ndtr(-u)).sum())
+
+    p = k / n
+    i = int(np.argmin(np.abs(p - 0.5)))
+    start = np.array([x[i], math.log(max(0.1 * (x.max() - x.min()), 0.05))])
+    res = minimize(nll, start, method="Nelder-Mead", options={"xatol": 1e-5, "fatol": 1e-8})
+    return float(res.x[0]), float(math.exp(res.x[1]))
+
+
+def probit_fit(deltas: np.ndarray, successes: np.ndarray, trials: np.ndarray, *,
+               bootstrap: int = 200, seed: int = 0) -> tuple[float, float, float]:
+    """Maximum-likelihood ``P = Φ((δ − δ_50)/w)``: returns ``(δ_50, se(δ_50), w)``.
+
+    The standard error is a bootstrap over the counts: ``k*_i ~ Bin(n_i, (k_i + ½)/(n_i + 1))``
+    (the observed rates shrunk towards ½, so an observed 0 or 1 still fluctuates), refitted;
+    resamples with every count 0 or every count ``n`` are skipped. The observed-information
+    error is useless here: with few trials per δ the curve is often nearly a step, the fitted
+    width collapses and its curvature says nothing about δ_50. If every point is 0 or every
+    point is 1, δ_50 lies outside the grid and ``(nan, nan, nan)`` is returned.
+    """
+    x = np.asarray(deltas, float)
+    k = np.asarray(successes, float)
+    n = np.asarray(trials, float)
+    if not (x.shape == k.shape == n.shape) or x.size < 2:
+        raise ValueError(f"deltas, successes, trials must be equal-length arrays of >= 2, got shapes "
+                         f"{x.shape}, {k.shape}, {n.shape}")
+    if np.all(k == 0) or np.all(k == n):
+        return math.nan, math.nan, math.nan
+    mu, w = _probit_mle(x, k, n)
+    rng = np.random.default_rng(seed)
+    ks = rng.binomial(n.astype(int), (k + 0.5) / (n + 1), size=(int(bootstrap), x.size)).astype(float)
+    keep = ~(np.all(ks == 0, axis=1) | np.all(ks == n, axis=1))
+    lo, hi = x.min() - (x.max() - x.min()), x.max() + (x.max() - x.min())
+    boot = np.array([min(max(_probit_mle(x, kb, n)[0], lo), hi) for kb in ks[keep]])
+    se = float(boot.std(ddof=1)) if boot.size > 1 else math.nan
+    return mu, se, w
+
+
+def _lattice(x: float) -> float:
+    """Round a proposed δ to a lattice (0.05 below 10, 0.1 below 20, 0.25 above), so that
+    batches placed near each other pool at one δ and seeds are reproducible."""
+    q = 0.05 if x < 10 else 0.1 if x < 20 else 0.25
+    return round(round(x / q) * q, 4)
+
+
+
+
+def _next_deltas(counts: dict[float, list[int]], fit: tuple[float, float, float] | None) -> list[float]:
+    """Where the next batches go: bracketing steps while the counts do not bracket 1/2 from
+    both sides (a rate ≤ 1/4 left of a rate ≥ 3/4), then ``δ_50 ± 0.8 w`` (two batches)."""
+    xs = sorted(counts)
+    rate = {x: counts[x][0] / counts[x][1] for x in xs}
+    lo = [x for x in xs if rate[x] <= 0.25]
+    hi = [x for x in xs if rate[x] >= 0.75]
+    if not lo or not hi or max(lo) >= min(hi):
+        if not hi:  # no point mostly escaping: go up from the largest δ
+            return [_lattice(min(max(xs) * 1.4, DELTA_RANGE[1]))]
+        if not lo:  # go down from the smallest
+            return [_lattice(max(min(xs) / 1.4, DELTA_RANGE[0]))]
+        # crossed (noise): refine between
+        return [_lattice(0.5 * (max(lo) + min(hi)))]
+    assert fit is not None
+    mu, _, w = fit
+    span = max(hi) - min(lo)
+    w = min(max(w, 0.02 * mu, 0.05), span)
+    out = sorted({_lattice(mu - 0.8 * w), _lattice(mu + 0.8 * w)})
+    return [min(max(x, DELTA_RANGE[0]), DELTA_RANGE[1]) for x in out]
+
+
+@dataclass
+class SearchOutcome:
+    """What :func:`search_delta_50` found: the pooled counts per δ, the last probit fit and
+    why it stopped (``reason`` empty when the error reached ``tol``)."""
+
+    deltas: np.ndarray
+    successes: np.ndarray
+    trials: np.ndarray
+    delta_50: float
+    delta_50_err: float
+    width: float
+    reason: str
+    batches: list[tuple[float, int, int, int]] = field(default_factory=list)  # (δ, batch, k, n)
+
+
+def search_delta_50(run_batch: Callable[[float, int], tuple[int, int]], *, start: float, tol: float,
+                    max_trials: int, label: str = "", progress: bool = False) -> SearchOutcome:
+    """Find δ_50 by batches: bracket it from ``start``, then sharpen it to ``tol``.
+
+    Parameters
+    ----------
+    run_batch : callable
+        ``run_batch(delta, b) -> (successes, trials)`` runs batch ``b`` (0, 1, … at that δ)
+        and returns its counts. Batches at one δ are pooled.
+    start : float
+        First δ tried.
+    tol : float
+        Stop once the bootstrap standard error of δ_50 (:func:`probit_fit`) is at most this,
+        with a rate ≤ 1/4 and a rate ≥ 3/4 among the points.
+    max_trials : int
+        Stop (with a ``reason``) before spending more trials than this.
+    label : str
+        Prefix of the progress lines.
+    progress : bool
+        A line on stderr per batch, and the current δ_50 with an estimate of the time left.
+
+    Returns
+    -------
+    SearchOutcome
+
+    Notes
+    -----
+    Bracketing steps δ up or down by a factor 1.4 (on the lattice of :func:`_lattice`) until a
+    point with rate ≤ 1/4 lies left of one with rate ≥ 3/4; then two batches go to
+    ``δ_50 ± 0.8 w`` of the current fit (``w`` the probit width), where a trial informs both
+    the location and the width. It stops with a reason when a point at an end of
+    :data:`DELTA_RANGE` is still all failures (or all successes).
+    """
+    if not (math.isfinite(start) and DELTA_RANGE[0] <= start <= DELTA_RANGE[1]):
+        raise ValueError(f"start must lie in {list(DELTA_RANGE)}, got {start!r}")
+    counts: dict[float, list[int]] = {}
+    nbatch: dict[float, int] = {}
+    log: list[tuple[float, int, int, int]] = []
+    fit: tuple[float, float, float] | None = None
+    used, t0, reason = 0, time.perf_counter(), ""
+    todo = [_lattice(start)]
+    last_n = 0
+    while True:
+        for x in todo:
+            if used + max(last_n, 1) > max_trials:
+                reason = f"max trials ({max_trials}) spent before the error reached tol"
+                break
+            b = nbatch.get(x, 0)
+            k, n = run_batch(x, b)
+            nbatch[x] = b + 1
+            c = counts.setdefault(x, [0, 0])
+            c[0] += int(k)
+            c[1] += int(n)
+            used += int(n)
+            last_n = int(n)
+            log.append((x, b, int(k), int(n)))
+            if progress:
+                print(f"{label}δ={x:g}: {k}/{n}; {used} in all, {time.perf_counter() - t0:.0f} s",
+                      file=sys.stderr, flush=True)
+        if reason:
+            break
+        xs = np.array(sorted(counts))
+        k = np.array([counts[x][0] for x in xs], float)
+        n = np.array([counts[x][1] for x in xs], float)
+        fit = probit_fit(xs, k, n) if xs.size >= 2 and 0 < k.sum() < n.sum() else None
+        bracketed = fit is not None and bool(np.any(k / n <= 0.25)) and bool(np.any(k / n >= 0.75))
+        if bracketed and math.isfinite(fit[1]) and fit[1] <= tol:
+            break
+        todo = _next_deltas(counts, fit)
+        edge = [x for x in todo if x in counts and x in DELTA_RANGE and counts[x][0] in (0, counts[x][1])]
+        if edge:
+            reason = (f"no success by step T up to delta = {edge[0]:g}" if edge[0] == DELTA_RANGE[1] else
+                      f"every trial succeeds down to delta = {edge[0]:g}")
+            break
+        if progress and fit is not None and math.isfinite(fit[1]):
+            per = (time.perf_counter() - t0) / max(used, 1)
+            more = min(max(used * ((fit[1] / tol) ** 2 - 1.0), 2 * last_n), max_trials - used)
+            print(f"{label}delta_50 = {fit[0]:.2f} ± {fit[1]:.2f} (target ± {tol:g}); about "
+                  f"{more * per:.0f} s left", file=sys.stderr, flush=True)
+    xs = np.array(sorted(counts))
+    k = np.array([counts[x][0] for x in xs], int)
+    n = np.array([counts[x][1] for x in xs], int)
+    mu, se, w = probit_fit(xs, k, n) if xs.size >= 2 else (math.nan, math.nan, math.nan)
+    return SearchOutcome(deltas=xs, successes=k, trials=n, delta_50=mu, delta_50_err=se, width=w,
+                         reason=reason, batches=log)
