@@ -307,3 +307,13 @@ def test_cli_help_explains_every_option(capsys):
     for opt in ("--target", "--k", "--rtol", "--json", "--method", "--seed"):
         assert opt in text
     assert "weak-recovery threshold" in text
+
+
+@pytest.mark.parametrize("expr", ["z**2 - 1", "z**2", "abs(z)", "exp(-z**2)", "tanh(z)**2"])
+def test_reported_error_covers_the_distance_to_the_closed_form(expr):
+    """Issue 29: ``z**2 - 1`` gave 0.5000000016 with error 3.7e-16. y determines z², so
+    δ_alg = 1/Var(z²) = 1/2 exactly; the reported error must cover the distance, and stay small."""
+    res = alg_threshold(expr)
+    assert abs(res.delta_alg - 0.5) <= res.error
+    assert res.error < 1e-5
+    assert "± " in repr(res) or res.error < 1e-10
