@@ -78,6 +78,20 @@ def test_success_curves_quick(tmp_path: Path) -> None:
         # the theory either ran (finite probabilities) or says why not
         assert ("error" in th) or (finite(th["p"]) and len(th["p"]) == 3)
     replot_computes_nothing(script, tmp_path, "success_curves")
+    # --from-json redraws the PNG from the JSON alone and leaves the JSON as it was
+    before = (tmp_path / "success_curves.json").read_text()
+    (tmp_path / "success_curves.png").unlink()
+    run(script, "--from-json", "--out", str(tmp_path))
+    assert (tmp_path / "success_curves.png").stat().st_size > 5000
+    assert (tmp_path / "success_curves.json").read_text() == before
+
+
+def test_success_curves_by_step_and_clipped_bars(load_validation) -> None:
+    sc = load_validation("success_curves")
+    p, se = sc.by_step({"escape_step": [10, 390, 410, None]}, 400)
+    assert p == 0.5 and math.isclose(se, math.sqrt(0.25 / 4))
+    bars = sc.clipped(np.array([0.0, 0.5, 1.0]), np.array([0.1, 0.1, 0.1]))
+    assert bars.tolist() == [[0.0, 0.1, 0.1], [0.1, 0.1, 0.0]]
 
 
 def test_spectral_init_quick(tmp_path: Path) -> None:

@@ -74,6 +74,8 @@ and 7.15 ± 0.30 (``docs/figures.md`` §1a).
 from __future__ import annotations
 
 import dataclasses
+import json
+import math
 import sys
 import time
 from pathlib import Path
@@ -210,15 +212,45 @@ def delta_nn_early(case: dict[str, Any], n_paths: int, replicates: int, seed: in
 
 
 # --------------------------------------------------------------------------- plot
+ACTIVATION_NAMES = {"gelu": "GeLU", "quad": "r²"}
+
+
+def pretty_target(target: str) -> str:
+    """``z**2 - 1`` → ``z² − 1`` (figure titles)."""
+    return target.replace("**2", "²").replace(" - ", " − ")
+
+
+def by_step(pt: dict[str, Any], T: int) -> tuple[float, float]:
+    """GD's fraction of trials whose cosine first passed 1/2 by step ``T`` (the theory's criterion),
+    with its binomial standard error."""
+    esc = pt.get("escape_step") or []
+    n = len(esc)
+    if not n:
+        return float("nan"), float("nan")
+    p = sum(1 for e in esc if e is not None and e <= T) / n
+    return p, math.sqrt(max(p * (1 - p), 0.25 / n) / n)
+
+
+def clipped(p: np.ndarray, err: np.ndarray) -> np.ndarray:
+    """Asymmetric error bars that keep ``p ± err`` inside [0, 1]."""
+    return np.vstack([np.minimum(err, p), np.minimum(err, 1.0 - p)])
+
+
 def plot(data: dict[str, Any], settings: dict[str, Any], caption: str) -> Any:
+    """Top: P(success) against δ: GD at its horizon (filled), GD by the theory's horizon
+    (hollow) and the theory's curve with its error band; bottom: GD's final cosine. One column per
+    case, each panel's legend to its right."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     names = list(data["cases"])
-    fig, axes = plt.subplots(2, len(names), figsize=(max(4.2 * len(names), 8.5), 7.4), squeeze=False,
-                             sharex="col")
+    th_T = (settings.get("theory") or {}).get("steps")
+    n = len(names)
+    fig, axes = plt.subplots(2, n, figsize=(8.4 * n, 8.6), squeeze=False, sharex="col")
+    # each column: its axes, then its legends to the right of them (off the data)
+    fig.subplots_adjust(left=0.07 / n, right=1 - 0.42 / n, wspace=0.85, top=0.86, hspace=0.3)
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for c, name in enumerate(names):
         entry = data["cases"][name]
@@ -230,18 +262,30 @@ def plot(data: dict[str, Any], settings: dict[str, Any], caption: str) -> Any:
             rate = np.array([p["rate"] for p in pts])
             se = np.array([p["rate_se"] for p in pts])
             fit = entry.get("gd_delta_50", {}).get(d, {})
-            lab = f"GD d={d}"
+            lab = f"GD, d = {d}, final cosine at step {entry['steps']}"
             if fit.get("delta_50") is not None and np.isfinite(fit["delta_50"]):
-                lab += f": δ50={fit['delta_50']:.2f}±{fit['delta_50_err']:.2f}"
-            a1.errorbar(x, rate, yerr=se, marker="o", ms=4, capsize=2, color=col, label=lab)
+                lab += f": δ_50 = {fit['delta_50']:.2f} ± {fit['delta_50_err']:.2f}"
+            a1.errorbar(x, rate, yerr=clipped(rate, se), marker="o", ms=4, capsize=2, color=col, label=lab)
+            if th_T and th_T < entry["steps"]:
+                pe = np.array([by_step(p, th_T) for p in pts])
+                if np.all(np.isfinite(pe[:, 0])):
+                    a1.errorbar(x + 0.03, pe[:, 0], yerr=clipped(pe[:, 0], pe[:, 1]), marker="o", ms=4,
+                                mfc="white", capsize=2, color=col, ls=":", lw=1,
+                                label=f"GD, d = {d}, escaped by step {th_T}")
             med = np.array([p["cos_median"] for p in pts])
-            a2.plot(x, med, marker="o", ms=4, color=col, label=f"d={d} median")
+            a2.plot(x, med, marker="o", ms=4, color=col,
+                    label=f"GD, d = {d}: median final cosine (band 30–70 %)")
             a2.fill_between(x, [p["cos_q30"] for p in pts], [p["cos_q70"] for p in pts],
                             color=col, alpha=0.2)
             th = entry["theory"].get(str(d))
             if th and "p" in th:
-                a1.plot(th["deltas"], th["p"], ls="--", color=col, lw=1.2,
-                        label=f"theory d={d}: δ50={th['delta_50']:.2f}±{th['delta_50_err']:.2f}")
+                tp = np.asarray(th["p"], float)
+                te = np.asarray(th.get("p_err") or np.zeros(len(tp)), float)
+                a1.plot(th["deltas"], tp, ls="--", color=col, lw=1.2,
+                        label=f"theory, d = {d}, by step {th_T}: δ_50 = {th['delta_50']:.2f} ± "
+                              f"{th['delta_50_err']:.2f}")
+                a1.fill_between(th["deltas"], np.clip(tp - te, 0, 1), np.clip(tp + te, 0, 1), color=col,
+                                alpha=0.12, lw=0)
         nn = entry.get("delta_nn") or {}
         if nn.get("delta_nn") is not None:
             for ax in (a1, a2):
@@ -249,22 +293,48 @@ def plot(data: dict[str, Any], settings: dict[str, Any], caption: str) -> Any:
                 if nn.get("stderr"):
                     ax.axvspan(nn["delta_nn"] - nn["stderr"], nn["delta_nn"] + nn["stderr"],
                                color="k", alpha=0.08)
-            a1.plot([], [], color="k", ls="--", label=f"δ_NN(tη={nn['t_eta']:g})={nn['delta_nn']:.2f}")
+            a1.plot([], [], color="k", ls="--",
+                    label=f"δ_NN(t·η = {nn['t_eta']:g}) = {nn['delta_nn']:.2f} (band ± s.e.)")
         for ax in (a1, a2):
             ax.axvline(case["paper"], color="0.5", ls=":", lw=1)
-        a1.plot([], [], color="0.5", ls=":", label=f"paper {case['paper']}")
-        a1.set_title(f"{case['activation']}, y={case['target']}, η={case['eta']:g}, "
-                     f"T={entry['steps']}\n{settings['trials']} trials/point", fontsize=9)
-        a1.set_ylim(-0.05, 1.05)
+        a1.plot([], [], color="0.5", ls=":", label=f"paper's threshold {case['paper']}")
+        act = ACTIVATION_NAMES.get(case["activation"], case["activation"])
+        a1.set_title(f"{act} neuron, y = {pretty_target(case['target'])}, η = {case['eta']:g}\n"
+                     f"GD: {settings['trials']} trials per δ, {entry['steps']} steps"
+                     + (f"; theory: by step {th_T}" if th_T else ""), fontsize=9)
+        a1.set_ylim(-0.03, 1.03)
         a2.set_ylim(-0.02, 1.02)
-        a1.set_ylabel("P(final cosine > 1/2)")
-        a2.set_ylabel("final cosine (median, 30–70 %)")
+        a1.set_ylabel("P(success)")
+        a2.set_ylabel("GD's final cosine with θ*")
         a2.set_xlabel("δ = n/d")
-        a1.legend(fontsize=6.5, loc="lower right")
-        a2.legend(fontsize=6.5, loc="lower right")
-    fig.suptitle("GD success and final cosine vs δ (random start); theory: finite-d DMFT "
-                 "transition and δ_NN", fontsize=10)
+        a1.legend(fontsize=6.5, loc="upper left", bbox_to_anchor=(1.02, 1.0), frameon=False)
+        a2.legend(fontsize=6.5, loc="upper left", bbox_to_anchor=(1.02, 1.0), frameon=False)
+    fig.suptitle("GD's success and final cosine against δ from a random start; theory: "
+                 "dmftsolve transition and δ_NN", fontsize=10)
     return fig
+
+
+def redraw_from_json(out: Path) -> int:
+    """Redraw the PNG from the committed JSON (its data, settings and command), writing nothing else."""
+    import matplotlib.pyplot as plt
+
+    payload = json.loads((out / f"{NAME}.json").read_text())
+    st = payload["settings"]
+    th = st.get("theory") or {}
+    cap_settings = {"trials/point": st["trials"], "d": st["ds"], "seed": st["seed"], "dtype": st["dtype"],
+                    "success": "cos>1/2", "loss": "(y-f)^2/2", "init": "N(0,I/d)",
+                    "theory draws/δ": th.get("draws", "none"), "theory T": th.get("steps", "none")}
+    notes = payload.get("diagnostics", {}).get("notes") or []
+    caption = (f"{payload['command']}\n" + caption_text(cap_settings)
+               + ("\n" + "\n".join(notes) if notes else ""))
+    fig = plot(payload["data"], st, caption)
+    n_lines = caption.count("\n") + 1
+    fig.subplots_adjust(bottom=min(0.5, (0.11 * n_lines + 0.6) / fig.get_size_inches()[1]))
+    fig.text(0.01, 0.01, caption, fontsize=6.5, family="monospace", va="bottom", ha="left")
+    fig.savefig(out / f"{NAME}.png", dpi=110)
+    plt.close(fig)
+    print(f"redrew {out / f'{NAME}.png'} from {out / f'{NAME}.json'}", file=sys.stderr)
+    return 0
 
 
 # --------------------------------------------------------------------------- main
@@ -275,7 +345,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--theory-draws", type=int, default=None, help="DMFT draws per δ of the theory")
     p.add_argument("--theory-steps", type=int, default=None, help="horizon of the theory (GD steps)")
     p.add_argument("--no-theory", action="store_true", help="skip the theory curves and δ_NN")
+    p.add_argument("--from-json", action="store_true",
+                   help="redraw <out>/success_curves.png from <out>/success_curves.json alone")
     args = p.parse_args(argv)
+    if args.from_json:
+        return redraw_from_json(Path(args.out))
     cfg = dict(QUICK if args.quick else FULL)
     names = (args.cases.split(",") if args.cases else cfg.get("cases", list(CASES)))
     bad = [n for n in names if n not in CASES]
