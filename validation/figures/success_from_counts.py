@@ -115,6 +115,20 @@ def build(cases: list[str], counts: dict[str, Any], theory: dict[str, Any], tvs:
     return data
 
 
+NEURON_NAMES = {"gelu": "GeLU", "quad": "r²"}
+
+
+def pretty_target(target: str) -> str:
+    """``z**2 - 1`` → ``z² − 1``, ``Min(z**2, 3)`` → ``min(z², 3)`` (figure titles)."""
+    return target.replace("**2", "²").replace(" - ", " − ").replace("Min(", "min(")
+
+
+def clipped(p: Any, err: Any) -> np.ndarray:
+    """Asymmetric error bars that keep ``p ± err`` inside [0, 1]."""
+    p, err = np.asarray(p, float), np.asarray(err, float)
+    return np.vstack([np.minimum(err, p), np.minimum(err, 1.0 - p)])
+
+
 def plot(data: dict[str, Any]) -> Any:
     import matplotlib
 
@@ -134,7 +148,8 @@ def plot(data: dict[str, Any]) -> Any:
             col = colors[i % len(colors)]
             pts = dd["gd"]
             x = np.array([p["delta"] for p in pts])
-            a1.errorbar(x, [p["p"] for p in pts], [p["p_err"] for p in pts], fmt="s-", ms=4, capsize=2,
+            a1.errorbar(x, [p["p"] for p in pts], clipped([p["p"] for p in pts], [p["p_err"] for p in pts]),
+                        fmt="s-", ms=4, capsize=2,
                         color=col, label=f"GD d={d}: {dd['gd_delta_50']:.2f} ± {dd['gd_delta_50_err']:.2f}")
             a1.plot(x, [p["p_final"] for p in pts], "o", mfc="none", ms=5, color=col)
             a2.plot(x, [p["cos_median"] for p in pts], "s-", ms=4, color=col)
@@ -142,7 +157,10 @@ def plot(data: dict[str, Any]) -> Any:
                             alpha=0.18)
             th = dd["theory"]
             if th:
-                a1.errorbar(th["deltas"], th["p"], th["p_err"], fmt="--", lw=1.1, capsize=1.5, color=col,
+                tp, te = np.asarray(th["p"], float), np.asarray(th["p_err"], float)
+                a1.fill_between(th["deltas"], np.clip(tp - te, 0, 1), np.clip(tp + te, 0, 1), color=col,
+                                alpha=0.08, lw=0)
+                a1.errorbar(th["deltas"], tp, clipped(tp, te), fmt="--", lw=1.1, capsize=1.5, color=col,
                             label=f"theory d={d}: {th['delta_50']:.2f} ± {th['delta_50_err']:.2f}"
                                   + (" (poisson)" if th["run"].startswith("poisson") else ""))
         nn = e.get("delta_nn") or {}
@@ -162,11 +180,12 @@ def plot(data: dict[str, Any]) -> Any:
                 ax.axvline(ref, color="0.5", ls=":", lw=1)
             a1.plot([], [], color="0.5", ls=":", label=f"paper {ref:g}")
         a1.plot([], [], "ko", mfc="none", label="GD, final cosine > 1/2")
-        a1.set_title(f"{e['activation']}, y = {e['target']}, η = {e['eta']:g}, T = {e['T']}", fontsize=9)
+        a1.set_title(f"{NEURON_NAMES.get(e['activation'], e['activation'])} neuron, "
+                     f"y = {pretty_target(e['target'])}, η = {e['eta']:g}, T = {e['T']} steps", fontsize=9)
         a1.set_ylim(-0.05, 1.05)
         a2.set_ylim(-0.02, 1.02)
         a1.set_ylabel("P(cosine > 1/2 by step T)")
-        a2.set_ylabel("final cosine (median, 30–70 %)")
+        a2.set_ylabel("GD's final cosine (median, 30–70 %)")
         a2.set_xlabel("δ = n/d")
         a3.axis("off")
         a3.legend(*a1.get_legend_handles_labels(), fontsize=6.5, loc="upper center", ncol=1,
