@@ -150,7 +150,8 @@ def plot(data: dict[str, Any], settings: dict[str, Any]) -> Any:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4.8))
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 6.0))
+    fig.subplots_adjust(top=0.72, wspace=0.25)  # the legends go above the axes, off the data
     gd = data["gd"]
     s = np.asarray(gd["steps"]) + 1
     for j in range(len(gd["cosine"])):
@@ -181,12 +182,13 @@ def plot(data: dict[str, Any], settings: dict[str, Any]) -> Any:
         ax.set_xscale("log")
         ax.set_xlabel("GD step t + 1")
     a1.set_ylabel("loss (y − f)²/2")
-    a2.set_ylabel("|cos(w, θ*)|")
+    a2.set_ylabel("|cos(w, θ*)|, cosine with the hidden direction")
     a2.set_ylim(-0.02, 1.02)
-    a1.legend(fontsize=6.5)
-    a2.legend(fontsize=6.5, loc="center right")
+    a1.legend(fontsize=6.5, loc="lower center", bbox_to_anchor=(0.5, 1.01), ncol=2, frameon=False)
+    a2.legend(fontsize=6.5, loc="lower center", bbox_to_anchor=(0.5, 1.01), ncol=2, frameon=False)
     fig.suptitle(f"{settings['label']}; d={settings['d']}, δ={settings['delta']:g}, η={ETA}; "
-                 f"plateau train/test {gd['plateau_train']:.3f}/{gd['plateau_test']:.3f}", fontsize=9)
+                 f"plateau train/test {gd['plateau_train']:.3f}/{gd['plateau_test']:.3f}", fontsize=9,
+                 y=0.98)
     return fig
 
 

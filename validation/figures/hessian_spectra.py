@@ -159,12 +159,17 @@ def plot(data: dict[str, Any], settings: dict[str, Any]) -> Any:
         if e.get("left_edge") is None and "x" in e:
             ax.text(0.02, 0.95, "no left edge (law of D unbounded below)", transform=ax.transAxes,
                     fontsize=6.5, va="top")
-        ax.set_title(f"t = {t}", fontsize=9)
+        ax.set_title(f"GD step t = {t}", fontsize=9)
         ax.set_xlabel("eigenvalue of ∇²L(W_t)")
-        ax.legend(fontsize=5.8, loc="upper right")
+        # headroom above the density so the legend sits off the data
+        ax.set_ylim(0, 1.6 * ax.get_ylim()[1])
+        ax.legend(fontsize=5.8, loc="upper right", frameon=False)
     axes[0, 0].set_ylabel("density")
-    fig.suptitle(f"Hessian spectrum along restricted GD: {settings['activation']}, y={settings['target']}, "
-                 f"δ={settings['delta']:g}, η={settings['eta']:g}", fontsize=9)
+    act = {"gelu": "GeLU", "quad": "r²", "relu": "ReLU", "tanh": "tanh"}.get(settings["activation"],
+                                                                             settings["activation"])
+    target = settings["target"].replace("**2", "²").replace("Min(", "min(").replace(" - ", " − ")
+    fig.suptitle(f"Hessian spectrum along GD with the hard direction held at zero: {act} neuron, "
+                 f"y = {target}, δ = {settings['delta']:g}, η = {settings['eta']:g}", fontsize=9)
     return fig
 
 

@@ -341,8 +341,10 @@ def plot(data: dict[str, Any], settings: dict[str, Any]) -> Any:
     import matplotlib.pyplot as plt
 
     names = list(data["cases"])
-    fig, axes = plt.subplots(3, len(names), figsize=(max(4.6 * len(names), 8.5), 9.6), squeeze=False,
-                             sharex="col")
+    n = len(names)
+    fig, axes = plt.subplots(3, n, figsize=(7.6 * n, 9.6), squeeze=False, sharex="col")
+    # each column: its axes, then their legends to the right (off the data)
+    fig.subplots_adjust(left=0.08 / n, right=1 - 0.36 / n, wspace=0.75, top=0.9, hspace=0.25)
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for c, name in enumerate(names):
         entry, case = data["cases"][name], CASES[name]
@@ -351,7 +353,9 @@ def plot(data: dict[str, Any], settings: dict[str, Any]) -> Any:
             col = colors[i % len(colors)]
             x = np.array([q["delta"] for q in pts])
             for start, ls, mk in (("random", ":", "s"), ("spectral", "-", "o")):
-                a1.errorbar(x, [q[start]["rate"] for q in pts], yerr=[q[start]["rate_se"] for q in pts],
+                r = np.array([q[start]["rate"] for q in pts], float)
+                e = np.array([q[start]["rate_se"] for q in pts], float)
+                a1.errorbar(x, r, yerr=np.vstack([np.minimum(e, r), np.minimum(e, 1 - r)]),
                             ls=ls, marker=mk, ms=4, capsize=2, color=col, label=f"GD {start}, d={d}")
                 a2.plot(x, [q[start]["cos_median"] for q in pts], ls=ls, marker=mk, ms=4, color=col,
                         label=f"{start}, d={d}")
@@ -376,16 +380,21 @@ def plot(data: dict[str, Any], settings: dict[str, Any]) -> Any:
                 label="closed form ρ(δ)" if settings["preprocessing"] == "lal" else "ρ(δ) of T* (lal)")
         for ax in (a1, a2, a3):
             ax.axvline(DELTA_ALG, color="0.5", ls=":", lw=1)
-        a1.set_title(f"{case['activation']}, y={case['target']}, η={case['eta']:g}, T={entry['steps']}\n"
-                     f"{settings['trials']} trials/point, T(y)={settings['preprocessing']}", fontsize=9)
+        act = {"gelu": "GeLU", "quad": "r²"}.get(case["activation"], case["activation"])
+        target = case["target"].replace("**2", "²").replace(" - ", " − ")
+        pre = "optimal (Luo–Alghamdi–Lu)" if settings["preprocessing"] == "lal" else settings["preprocessing"]
+        a1.set_title(f"{act} neuron, y = {target}, η = {case['eta']:g}, {entry['steps']} GD steps\n"
+                     f"{settings['trials']} trials per point; spectral start with {pre} preprocessing",
+                     fontsize=9)
         a1.set_ylabel("P(final cosine > 1/2)")
         a2.set_ylabel("final cosine (median, 30–70 %)")
         a3.set_ylabel("|⟨v̂, θ*⟩| of the spectral start")
         a3.set_xlabel("δ = n/d   (dotted: δ_alg = 1/2)")
         for ax in (a1, a2, a3):
-            ax.set_ylim(-0.05, 1.05)
-            ax.legend(fontsize=6, loc="lower right")
-    fig.suptitle("Spectral (optimal preprocessing) vs random initialisation", fontsize=10)
+            ax.set_ylim(-0.03, 1.03)
+            ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.02, 1.0), frameon=False)
+    fig.suptitle("GD from a spectral start (optimal preprocessing) against GD from a random start",
+                 fontsize=10)
     return fig
 
 
