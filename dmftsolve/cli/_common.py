@@ -118,14 +118,79 @@ def _matrix(text: str) -> list[list[float]]:
     return [floats(row) for row in text.split(";")]
 
 
+#: The problem defaults of every command, stated once (``dmftsolve <cmd> --help`` shows them).
+#: ``eta`` is per activation, :data:`ETA_BY_ACTIVATION`; the seed is :data:`DEFAULT_SEED`.
+#: 400 steps is the horizon of the success criterion ("cosine above 1/2 by step 400") of the
+#: transition, the GD checks and the results table (docs/results.md).
+PROBLEM_DEFAULTS: dict[str, Any] = {
+    "target": "z**2", "activation": "gelu", "m": 1, "loss": "square", "lam": 0.0, "steps": 400,
+    "q0": 1.0,
+}
+
+#: GD step size η by activation: 0.5, but 0.05 for the r² neuron (``quad``), whose GD needs the
+#: smaller step; the values every result in docs/results.md and the README is computed with.
+ETA_BY_ACTIVATION: dict[str, float] = {"quad": 0.05}
+#: η for every activation not in :data:`ETA_BY_ACTIVATION`.
+DEFAULT_ETA = 0.5
+
+#: The root random seed of every command (the same seed gives the same numbers).
+DEFAULT_SEED = 0
+
+#: Help of ``--eta``.
+ETA_HELP = (f"GD step size (default: {DEFAULT_ETA:g}; "
+            + ", ".join(f"{v:g} for --activation {k}" for k, v in ETA_BY_ACTIVATION.items()) + ")")
+
+
+def default_eta(activation: str) -> float:
+    """The default GD step size for ``activation`` (a name or an expression in ``r``).
+
+    Parameters
+    ----------
+    activation : str
+        As given to ``--activation``: a name of :data:`~dmftsolve.activations.NAMED_ACTIVATIONS`
+        or a sympy expression in ``r`` (``"r**2"`` is ``quad``).
+
+    Returns
+    -------
+    float
+        :data:`ETA_BY_ACTIVATION` of the activation, else :data:`DEFAULT_ETA` (also for an
+        activation that does not parse: building the problem reports that).
+
+    Examples
+    --------
+    >>> default_eta("gelu"), default_eta("quad"), default_eta("r**2"), default_eta("1*r*r")
+    (0.5, 0.05, 0.05, 0.05)
+    """
+    name = str(activation).strip()
+    if name in ETA_BY_ACTIVATION:
+        return ETA_BY_ACTIVATION[name]
+    try:
+        import sympy as sp
+
+        from dmftsolve._symbolic import parse_expression
+        from dmftsolve.activations import NAMED_ACTIVATIONS, R
+
+        expr = NAMED_ACTIVATIONS.get(name)
+        if expr is None:
+            expr = parse_expression(name, ["r"], parameter="activation")
+            expr = expr.subs({s: R for s in expr.free_symbols if s.name == "r"})
+        for key, eta in ETA_BY_ACTIVATION.items():
+            if sp.expand(expr - NAMED_ACTIVATIONS[key]) == 0:
+                return eta
+    except Exception:  # noqa: BLE001 - a bad activation is reported by Problem.build
+        pass
+    return DEFAULT_ETA
+
+
 def add_problem_arguments(parser: argparse.ArgumentParser, **defaults: Any) -> None:
     """Add the options that build a :class:`~dmftsolve.problem.Problem`.
 
-    ``defaults`` overrides the per-command default of any option (by its
-    :meth:`Problem.build` keyword).
+    The defaults are :data:`PROBLEM_DEFAULTS`, with ``--eta`` by activation
+    (:func:`default_eta`, resolved by :func:`problem_from_args`). ``defaults``
+    overrides the default of any option (by its :meth:`Problem.build` keyword);
+    an ``eta`` given here holds for every activation.
     """
-    d = {"target": "z**2", "activation": "gelu", "m": 1, "loss": "square", "eta": 0.1,
-         "lam": 0.0, "steps": 100, "q0": 1.0, **defaults}
+    d = {**PROBLEM_DEFAULTS, "eta": None, **defaults}
     g = parser.add_argument_group("problem (target, network, loss, training)")
     g.add_argument("--target", default=d["target"],
                    help="link y = h(z, eps) as a sympy expression in z (k=1) or z1..zk, with eps "
@@ -144,7 +209,7 @@ def add_problem_arguments(parser: argparse.ArgumentParser, **defaults: Any) -> N
                    help="square ((y-f)**2/2), logistic, or a sympy expression in y and f "
                         "(default: %(default)s)")
     g.add_argument("--eta", type=finite_float, default=d["eta"],
-                   help="GD step size (default: %(default)s)")
+                   help=ETA_HELP if d["eta"] is None else "GD step size (default: %(default)s)")
     g.add_argument("--lam", type=finite_float, default=d["lam"],
                    help="ridge penalty λ (default: %(default)s)")
     g.add_argument("--steps", type=int, default=d["steps"], help="GD steps T (default: %(default)s)")
@@ -160,8 +225,19 @@ def add_problem_arguments(parser: argparse.ArgumentParser, **defaults: Any) -> N
                    help="train a per-unit bias b (f = Σ_j a_j σ(w_jᵀx + b_j), b0 = 0, no ridge on b)")
 
 
+def add_seed_argument(group: Any, help_text: str = "random seed") -> None:
+    """``--seed``, default :data:`DEFAULT_SEED` for every command."""
+    group.add_argument("--seed", type=int_at_least("--seed", 0), default=DEFAULT_SEED,
+                       help=f"{help_text} (default: %(default)s)")
+
+
 def problem_from_args(args: argparse.Namespace) -> Problem:
-    """The :class:`~dmftsolve.problem.Problem` described by the options of :func:`add_problem_arguments`."""
+    """The :class:`~dmftsolve.problem.Problem` described by the options of :func:`add_problem_arguments`.
+
+    An ``--eta`` not given is set here (on ``args`` too) to :func:`default_eta` of ``--activation``.
+    """
+    if getattr(args, "eta", None) is None:
+        args.eta = default_eta(args.activation)
     return Problem.build(
         target=args.target, activation=args.activation, m=args.m, a=args.a, loss=args.loss,
         eta=args.eta, lam=args.lam, steps=args.steps, q0=args.q0, M0=args.M0, Q0=args.Q0,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 from typing import Any
 
 import numpy as np
@@ -11,6 +12,8 @@ import numpy as np
 from dmftsolve.cli._common import (
     add_output_arguments,
     add_problem_arguments,
+    add_progress_argument,
+    add_seed_argument,
     check_cost,
     dmft_cost,
     emit,
@@ -18,6 +21,7 @@ from dmftsolve.cli._common import (
     format_table,
     int_at_least,
     problem_from_args,
+    want_progress,
 )
 
 DESCRIPTION = """\
@@ -80,14 +84,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     g.add_argument("--replicates", type=int_at_least("--replicates", 1, 1000), default=DEFAULT_REPLICATES,
                    help="t > 0: independent DMFT seeds seed, seed+1, ... for the standard errors "
                         "(default: %(default)s)")
-    g.add_argument("--seed", type=int_at_least("--seed", 0), default=0,
-                   help="t > 0: DMFT seed of the first replicate (default: %(default)s; "
-                        "t = 0 uses no randomness)")
+    add_seed_argument(g, "t > 0: DMFT seed of the first replicate (t = 0 uses no randomness)")
     g.add_argument("--nodes", type=int_at_least("--nodes", 8, 2000), default=None,
                    help="t = 0: quadrature nodes per Gaussian coordinate (default: at most 40000 atoms)")
     g.add_argument("--points", type=int_at_least("--points", 2, 100_000), default=200,
                    help="density grid points (default: %(default)s)")
     g.add_argument("--plot", metavar="FILE", default=None, help="write the density to a PNG (matplotlib)")
+    add_progress_argument(g, "; t > 0: one line per seed")
     add_output_arguments(p)
     p.set_defaults(func=run)
 
@@ -257,7 +260,11 @@ def run(args: argparse.Namespace) -> int:
                    "use fewer --paths or --replicates, or a smaller --t")
         seeds = [args.seed + r for r in range(args.replicates)]
         results, laws = [], []
-        for seed in seeds:
+        progress = want_progress(args)
+        for i, seed in enumerate(seeds):
+            if progress:
+                print(f"dmftsolve spectrum: seed {seed} ({i + 1} of {len(seeds)}): DMFT with "
+                      f"{args.paths} paths, {t} steps", file=sys.stderr, flush=True)
             # restricted problem -> DMFT -> law at t -> hard outliers; "strict" tails and 400 scan
             # points: an unbounded law has no left edge (no hard outliers), as in the bulk below
             hs = hard_spectrum(problem, delta, t, keep_law=True, throw=False, settings=ThresholdSettings(

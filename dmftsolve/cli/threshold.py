@@ -13,6 +13,7 @@ from dmftsolve.cli._common import (
     add_output_arguments,
     add_problem_arguments,
     add_progress_argument,
+    add_seed_argument,
     check_cost,
     clip,
     dmft_cost,
@@ -108,7 +109,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("threshold", help="feature-learning threshold delta_NN (and delta_alg)",
                               description=DESCRIPTION,
                               formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_problem_arguments(p, eta=0.5)
+    add_problem_arguments(p)
+    for action in p._actions:  # the time of the Hessian is --t / --long-time
+        if action.dest == "steps":
+            action.help = "not used: the Hessian is taken at --t (or --long-time and half of it)"
     g = p.add_argument_group("threshold search")
     g.add_argument("--t", type=_time, default=None, metavar="{N,long,tti}",
                    help="time at which the Hessian is taken (default: long)")
@@ -127,8 +131,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "(default: %(default)s)")
     g.add_argument("--paths", type=positive_int("--paths", 10**8), default=10_000,
                    help="Monte Carlo paths per DMFT run (default: %(default)s)")
-    g.add_argument("--seed", type=int, default=0,
-                   help="DMFT seed of the first replicate (default: %(default)s)")
+    add_seed_argument(g, "DMFT seed of the first replicate")
     g.add_argument("--replicates", type=positive_int("--replicates", 1000), default=3,
                    help="independent searches (seeds seed, seed+1, ...) for the standard error "
                         "(default: %(default)s)")
@@ -181,6 +184,8 @@ def _notes(res: Any) -> list[str]:
         lines += [f"seed {seed}: {p}" for p in _split(first) if p.startswith("warning")]
     else:
         lines = _split(message)
+    # the answer is printed once, last (_answer): not again as the search's first note
+    lines = [ln for ln in lines if not ln.startswith("δ_NN = ")]
     for w in getattr(res, "warnings", None) or ():
         w = _tidy(str(w))
         w = w if w.startswith("warning") else f"warning: {w}"
@@ -200,7 +205,7 @@ def _answer(res: Any) -> str:
     n = len(res.replicates)
     if res.stderr is not None:
         text = (f"delta_NN = {format_pm(res.delta_nn, res.stderr)} (mean ± standard error over "
-                f"{n} DMFT seeds)")
+                f"{n} DMFT seeds, bisection resolution included)")
     else:
         text = (f"delta_NN = {res.delta_nn:.4g} (bracket {_bracket(res.bracket)}; one seed, "
                 "Monte Carlo error not measured)")
@@ -251,8 +256,7 @@ def run(args: argparse.Namespace) -> int:
                 ["elapsed [s]", round(res.elapsed, 1)],
                 ["status", res.status.value],
                 ["bracket" if len(res.replicates) < 2 else "hull of the replicate brackets",
-                 None if res.bracket is None else _bracket(res.bracket)],
-                ["standard error", "unknown (one replicate)" if res.stderr is None else res.stderr]]
+                 None if res.bracket is None else _bracket(res.bracket)]]
         lines += [format_table(["quantity", "value"], rows), "",
                   "(the d -> infinity Hessian threshold; GD's finite-d 50 % point: "
                   "dmftsolve transition --d D)",

@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from dmftsolve.problem import Problem, check_integer, check_real
-from dmftsolve.results import Result, SolverError, Status
+from dmftsolve.results import Result, SolverError, Status, binomial_error, format_binomial
 from dmftsolve.seeds import SeedLike, as_seed_sequence, child, seed_record
 from dmftsolve.simulation.simulator import (
     SimulationResult,
@@ -61,7 +61,12 @@ class SweepResult(Result):
         Sample ratios.
     success_rate, success_stderr : ndarray, shape (D,)
         Fraction of trials with final cosine ``> success_threshold`` and its
-        binomial standard error ``√(p(1 − p)/trials)``.
+        binomial standard error ``√(p(1 − p)/trials)`` (0 at a rate of 0 or 1:
+        the reported error is :attr:`success_error`).
+    successes, success_error : ndarray, shape (D,)
+        Properties: the count of successful trials, and the rate's error by the
+        package's one binomial rule (:func:`~dmftsolve.results.binomial_error`),
+        which the table (:meth:`rows`), the repr and ``dmftsolve simulate`` report.
     cosine_median, cosine_q30, cosine_q70 : ndarray, shape (D,)
         Median and 30/70 percentiles of the final cosine over trials
         (non-finite runs excluded).
@@ -72,7 +77,7 @@ class SweepResult(Result):
         returns them.
     """
 
-    _headline = ("deltas", "success_rate", "success_stderr")  # shown by the repr (Result.__repr__)
+    _headline = ("deltas", "success_rate", "success_error")  # shown by the repr (Result.__repr__)
 
     deltas: np.ndarray
     success_rate: np.ndarray
@@ -93,15 +98,28 @@ class SweepResult(Result):
             out.pop("runs")
         return out
 
+    @property
+    def successes(self) -> np.ndarray:
+        """Successful trials per ``δ`` (``success_rate × trials``, as integers)."""
+        return np.rint(np.asarray(self.success_rate) * self.settings["trials"]).astype(int)
+
+    @property
+    def success_error(self) -> np.ndarray:
+        """Error of each success rate by the package's one binomial rule
+        (:func:`~dmftsolve.results.binomial_error`: the standard error, or for 0 or all
+        of the trials the one-sided 95 % bound instead of 0)."""
+        n = self.settings["trials"]
+        return np.array([binomial_error(int(k), n) for k in self.successes])
+
     def rows(self) -> list[list[Any]]:
-        """One row per ``δ``: δ, successes/trials, rate ± s.e., cosine quantiles, losses."""
+        """One row per ``δ``: δ, successes/trials, the rate with its error as text
+        (:func:`~dmftsolve.results.format_binomial`), cosine quantiles, losses."""
         trials = self.settings["trials"]
         return [
-            [float(self.deltas[i]), f"{round(self.success_rate[i] * trials)}/{trials}",
-             float(self.success_rate[i]), float(self.success_stderr[i]),
+            [float(self.deltas[i]), f"{k}/{trials}", format_binomial(int(k), trials),
              float(self.cosine_q30[i]), float(self.cosine_median[i]), float(self.cosine_q70[i]),
              float(self.train_loss[i]), float(self.test_loss[i])]
-            for i in range(len(self.deltas))
+            for i, k in enumerate(self.successes)
         ]
 
 
