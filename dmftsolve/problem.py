@@ -192,6 +192,24 @@ class Target(_Frozen):
         object.__setattr__(self, "k", k)
         # validate now, so that errors surface at construction
         _ = self.sympy_expr
+        reason = _pole_problem(self)
+        if reason is not None:
+            raise ValueError(reason)
+
+    @classmethod
+    def _from_sympy(cls, expr: sp.Expr, k: int) -> Target:
+        """A target whose link is the sympy ``expr``, taken as it is (internal).
+
+        ``expr`` must be built from the symbols of a target with ``k`` latents
+        (``z`` when ``k = 1``, else ``z1 … zk``, and ``eps``); nothing is parsed.
+        Used by :func:`dmftsolve.thresholds.weak_recovery.alg_threshold` for an
+        equivalent, standardised link. ``expr`` (the text) is ``str(expr)``.
+        """
+        obj = object.__new__(cls)
+        object.__setattr__(obj, "expr", str(expr))
+        object.__setattr__(obj, "k", int(k))
+        obj.__dict__["sympy_expr"] = expr
+        return obj
 
     @property
     def variable_names(self) -> tuple[str, ...]:
@@ -225,6 +243,82 @@ class Target(_Frozen):
         if z.shape[-1] != self.k:
             raise ValueError(f"z must have last axis of length k={self.k}, got shape {z.shape}")
         return self._compiled(*np.moveaxis(z, -1, 0), eps)
+
+
+_BOUNDED = (sp.sin, sp.cos, sp.tanh, sp.erf, sp.erfc, sp.atan, sp.sign, sp.Heaviside)
+
+
+def _pole_candidates(expr: sp.Expr, power: float = 1.0) -> list[tuple[sp.Expr, float]]:
+    """``(base, order)`` for each ``base**(-order)`` (and ``tan``) that can make ``|y|`` unbounded.
+
+    The tree is walked through sums, products, powers, ``Abs``, ``Max``, ``Min`` and
+    ``tan``; bounded functions (``sin``, ``tanh``, ``erf``, …) and others (``exp``,
+    ``log``) are not entered, so ``sin(1/z)`` is not a candidate.
+    """
+    if not expr.free_symbols:
+        return []
+    out: list[tuple[sp.Expr, float]] = []
+    if isinstance(expr, sp.Pow) and expr.exp.is_number and expr.exp.is_real:
+        e = float(expr.exp)
+        if e < 0 and expr.base.free_symbols:
+            base = expr.base
+            while isinstance(base, sp.Abs):  # |u|**(-p): the zero of u, where u changes sign
+                base = base.args[0]
+            out.append((base, -e * power))
+        return out + _pole_candidates(expr.base, power * abs(e))
+    if isinstance(expr, sp.tan):
+        return [(sp.cos(expr.args[0]), power)]
+    if isinstance(expr, (sp.Add, sp.Mul, sp.Abs, sp.Max, sp.Min)):
+        for arg in expr.args:
+            out += _pole_candidates(arg, power)
+    return out
+
+
+def _pole_problem(target: Target) -> str | None:
+    """Why ``y`` has no finite variance because of a pole, or None (one line).
+
+    For each candidate ``base**(-p)`` with ``p >= 1/2`` (see
+    :func:`_pole_candidates`) the base is evaluated at fixed Gaussian points;
+    where it changes sign between two points its zero on the segment is found
+    by bisection, and the label evaluated next to it: ``|y| > 1e6 (1 + median |y|)``
+    confirms the pole (a removable one, as in ``(z**2 - 1)/(z - 1)``, stays
+    finite). A pole of order ``p >= 1/2`` on a set of positive density makes
+    ``E[y²] = ∞`` (``∫ |u|^(-2p) du`` diverges at 0).
+    """
+    candidates = [(b, p) for b, p in _pole_candidates(target.sympy_expr) if p >= 0.5]
+    if not candidates:
+        return None
+    symbols = list(target.symbols)
+    rng = np.random.default_rng(30)
+    pts = rng.standard_normal((4096, len(symbols))) * 1.5
+    with np.errstate(all="ignore"):
+        y = target(pts[:, :-1], pts[:, -1])
+        typical = 1.0 + float(np.nanmedian(np.abs(y)))
+        for base, order in candidates:
+            f = compile_expression(base, symbols)
+            b = f(*pts.T)
+            sign = np.sign(b)
+            pos, neg = np.nonzero(sign > 0)[0], np.nonzero(sign < 0)[0]
+            zero = np.nonzero(b == 0)[0]
+            roots = [pts[i] for i in zero[:4]]
+            for i, j in zip(pos[:8], neg[:8], strict=False):
+                lo, hi = pts[i], pts[j]  # b(lo) > 0 > b(hi)
+                for _ in range(80):
+                    mid = (lo + hi) / 2
+                    if f(*mid) > 0:
+                        lo = mid
+                    else:
+                        hi = mid
+                roots.append(lo)
+            for r in roots:
+                near = r + 1e-13 * (1 + np.abs(r))
+                yr = target(near[None, :-1], near[None, -1])
+                if not np.all(np.isfinite(yr)) or float(np.abs(yr).max()) > 1e6 * typical:
+                    return (f"target={_short(target.expr)} has no finite variance: it has a pole "
+                            f"where {_short(str(base), 40)} = 0, of order {order:g} >= 1/2, so "
+                            "E[y²] is infinite; the theory and the simulator need labels with a "
+                            "finite variance")
+    return None
 
 
 # --------------------------------------------------------------------------- network

@@ -155,3 +155,18 @@ def test_sweep_refuses_string_deltas() -> None:
         sweep(p, 20, [2.0, True], trials=1, progress=False)
     with pytest.raises(ValueError, match="^success_threshold"):
         sweep(p, 20, [2.0], trials=1, progress=False, success_threshold=True)
+
+
+# ----------------------------------------------------------------------------- finite variance
+@pytest.mark.parametrize("text", ["1/z", "1/z**2", "z1/z2", "1/(z - 1)**2", "tan(z)", "1/sqrt(abs(z))",
+                                  "abs(z1*z2)**(-0.5)", "z**2 + 1/(z + eps)", "3 - 2/z"])
+def test_labels_without_finite_variance_are_refused(text: str) -> None:
+    # ∫ φ(u) |u|^(-2p) du diverges for p >= 1/2: E[y²] = ∞
+    with pytest.raises(ValueError, match="has no finite variance"):
+        Target(text)
+
+
+@pytest.mark.parametrize("text", ["abs(z)**(-0.25)", "sin(1/z)", "atan(1/z)", "(z**2 - 1)/(z - 1)",
+                                  "1/(z**2 + 1)", "z/(1 + abs(z))", "1/(z**2 + 0.001)", "exp(-1/z**2)"])
+def test_labels_with_finite_variance_are_kept(text: str) -> None:
+    Target(text)  # E[y²] < ∞: no error

@@ -17,7 +17,13 @@ Every failure prints exactly one line on stderr,
   ``--debug``, which shows the traceback);
 * 2 — bad input (an unknown option, a value out of range, a target that does
   not parse, a job too large for this machine, an unwritable output path);
-* 130 — interrupted (Ctrl-C).
+* 130 — interrupted (Ctrl-C);
+* 143 — terminated (SIGTERM), handled like Ctrl-C: one line on stderr and the
+  worker processes ended.
+
+``--workers`` larger than the CPUs available (``os.sched_getaffinity``) is
+lowered to that number, with a warning. A closed standard output
+(``dmftsolve dmft … >&-``) is refused before any work (exit 2).
 
 Warnings raised while a command runs are printed once each, one line per
 warning, after a successful run; on failure only the error line is printed.
@@ -26,11 +32,15 @@ warning, after a successful run; on failure only the error line is printed.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
+import os
 import re
+import signal
 import sys
+import threading
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import NoReturn
 
 from dmftsolve import __version__
@@ -102,8 +112,20 @@ def _text(exc: BaseException, limit: int = 240) -> str:
     return one_line(str(exc), limit)
 
 
-def _classify(exc: BaseException) -> tuple[int, str]:
-    """Exit status and message (without the ``dmftsolve <cmd>: error:`` prefix) for ``exc``."""
+def _options(parser: argparse.ArgumentParser | None) -> frozenset[str]:
+    """The option strings (``--eta``, …) ``parser`` takes; empty for None."""
+    if parser is None:
+        return frozenset()
+    return frozenset(o for action in parser._actions for o in action.option_strings)
+
+
+def _classify(exc: BaseException, options: frozenset[str] | None = None) -> tuple[int, str]:
+    """Exit status and message (without the ``dmftsolve <cmd>: error:`` prefix) for ``exc``.
+
+    ``options`` are the options of the command that ran: a hint names an option only
+    if the command has it (``alg-threshold`` has no ``--eta``).
+    """
+    options = frozenset() if options is None else options
     from dmftsolve.cli._common import CommandError
     from dmftsolve.results import SolverError
 
@@ -122,7 +144,9 @@ def _classify(exc: BaseException) -> tuple[int, str]:
         return 2, ("input too deeply nested (recursion limit reached); "
                    "simplify the expression")
     if isinstance(exc, (OverflowError, FloatingPointError, ZeroDivisionError)):
-        return 1, f"numerical failure ({type(exc).__name__}): {_text(exc)}; try a smaller step size --eta"
+        hint = ("; try a smaller step size --eta" if "--eta" in options
+                else "; the numbers involved are too large or too small for double precision")
+        return 1, f"numerical failure ({type(exc).__name__}): {_text(exc)}{hint}"
     try:
         from numpy.linalg import LinAlgError
     except ImportError:  # pragma: no cover
@@ -134,7 +158,8 @@ def _classify(exc: BaseException) -> tuple[int, str]:
     from concurrent.futures.process import BrokenProcessPool
 
     if isinstance(exc, BrokenProcessPool):
-        return 1, f"a worker process died ({_text(exc)}); out of memory? try --workers 1"
+        hint = "; out of memory? try --workers 1" if "--workers" in options else "; out of memory?"
+        return 1, f"a worker process died ({_text(exc)}){hint}"
     if isinstance(exc, OSError):
         return 1, f"{type(exc).__name__}: {_text(exc)}"
     return 1, (f"internal error ({type(exc).__name__}: {_text(exc)}); "
@@ -150,50 +175,174 @@ def _flush_warnings(command: str, caught: list[warnings.WarningMessage]) -> None
             print(text, file=sys.stderr)
 
 
+class Terminated(BaseException):
+    """Raised in the main process by the SIGTERM handler :func:`main` installs (exit 143)."""
+
+
+def _end_children() -> None:
+    """Kill the worker processes this process started (process pools), and reap them.
+
+    On SIGTERM or Ctrl-C the pool workers must not outlive the command: a worker
+    busy in a long task would keep running, reparented, after the command exits.
+    ``multiprocessing.active_children`` lists exactly the processes this process
+    started through :mod:`multiprocessing` (which process pools use); they get
+    SIGKILL (a worker may have inherited a SIGTERM handler) and are waited for.
+    """
+    if "multiprocessing" not in sys.modules:
+        return
+    import multiprocessing
+
+    try:
+        children = multiprocessing.active_children()
+    except Exception:  # noqa: BLE001 - best effort while the command is ending
+        return
+    for child in children:
+        try:
+            child.kill()
+        except Exception:  # noqa: BLE001, S110
+            pass
+    for child in children:
+        try:
+            child.join(timeout=5)
+        except Exception:  # noqa: BLE001, S110
+            pass
+
+
+@contextlib.contextmanager
+def _sigterm_as_exception() -> Iterator[None]:
+    """While inside, SIGTERM in this (main) process raises :class:`Terminated`.
+
+    Forked workers inherit the handler; in them it restores the default action
+    and re-sends the signal, so a worker told to stop stops.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    owner = os.getpid()
+
+    def handler(signum: int, frame: object) -> None:
+        if os.getpid() != owner:  # a forked worker: die as SIGTERM would make it
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGTERM)
+            return
+        # end the workers now: a process pool's shutdown would otherwise wait for their tasks
+        _end_children()
+        raise Terminated()
+
+    try:
+        previous = signal.signal(signal.SIGTERM, handler)
+    except (ValueError, OSError):  # pragma: no cover - not settable here
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _available_cpus() -> int:
+    """CPUs this process may run on (``os.sched_getaffinity``), at least 1."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # pragma: no cover - not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def _cap_workers(args: argparse.Namespace) -> None:
+    """Lower ``args.workers`` to the CPUs available, with a warning.
+
+    More worker processes than CPUs only add memory and start-up time (``--workers 1000``
+    used to fork 1000 processes for two runs); results do not depend on the count.
+    """
+    requested = getattr(args, "workers", None)
+    if not isinstance(requested, int) or isinstance(requested, bool):
+        return
+    cpus = _available_cpus()
+    if requested > cpus:
+        args.workers = cpus
+        warnings.warn(f"--workers {requested} is more than the {cpus} CPU(s) available to this "
+                      f"process; using --workers {cpus}", UserWarning, stacklevel=2)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run ``dmftsolve`` with ``argv`` (default ``sys.argv[1:]``); returns the exit status."""
+    """Run ``dmftsolve`` with ``argv`` (default ``sys.argv[1:]``); returns the exit status.
+
+    SIGTERM is handled like Ctrl-C: one line on stderr, the worker processes ended,
+    exit status 143 (130 for Ctrl-C).
+    """
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv
     command = "?"
+    options: frozenset[str] = frozenset()
     try:
-        parser = build_parser()
-        args, extras = parser.parse_known_args(argv)
-        if extras:  # reported by the command's own parser, so the line names the command
-            getattr(parser, "command_parsers", {}).get(args.command, parser).error(
-                f"unrecognized arguments: {' '.join(extras)}")
-        debug = bool(getattr(args, "debug", False))
-        if args.command is None:
-            names = ", ".join(parser.commands)  # type: ignore[attr-defined]
-            print(f"dmftsolve: error: no command given; choose one of {names} "
-                  "(see 'dmftsolve --help')", file=sys.stderr)
-            return 2
-        command = args.command
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            code = int(args.func(args) or 0)
-        if code == 0:
-            _flush_warnings(command, caught)
-        return code
+        with _sigterm_as_exception():
+            parser = build_parser()
+            args, extras = parser.parse_known_args(argv)
+            if extras:  # reported by the command's own parser, so the line names the command
+                getattr(parser, "command_parsers", {}).get(args.command, parser).error(
+                    f"unrecognized arguments: {' '.join(extras)}")
+            debug = bool(getattr(args, "debug", False))
+            if args.command is None:
+                names = ", ".join(parser.commands)  # type: ignore[attr-defined]
+                print(f"dmftsolve: error: no command given; choose one of {names} "
+                      "(see 'dmftsolve --help')", file=sys.stderr)
+                return 2
+            command = args.command
+            options = _options(getattr(parser, "command_parsers", {}).get(command))
+            if sys.stdout is None or _closed(sys.stdout):
+                print(f"dmftsolve {command}: error: standard output is closed, so the results "
+                      "could not be printed; redirect it to a file (> results.txt)", file=sys.stderr)
+                return 2
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                _cap_workers(args)
+                code = int(args.func(args) or 0)
+            if code == 0:
+                _flush_warnings(command, caught)
+            return code
     except SystemExit as exc:  # argparse: a usage error (2, already printed), or --help/--version
         if exc.code in (0, None):
             raise  # --help/--version leave through SystemExit(0), as argparse does
         return exc.code if isinstance(exc.code, int) else 2
     except BrokenPipeError:  # stdout closed early (e.g. piped into head): not an error
         try:
-            sys.stdout = open(__import__("os").devnull, "w")  # noqa: SIM115
+            sys.stdout = open(os.devnull, "w")  # noqa: SIM115
         except OSError:  # pragma: no cover
             pass
         return 141
     except BaseException as exc:  # noqa: BLE001 - the one place every failure is reported
+        if isinstance(exc, (KeyboardInterrupt, Terminated)):
+            _end_children()
         if debug:
             raise
-        code, message = _classify(exc)
+        if isinstance(exc, Terminated):
+            code, message = 143, "terminated (SIGTERM)"
+        else:
+            code, message = _classify(exc, options)
         try:
             sys.stdout.flush()
-        except (OSError, ValueError):
+        except (OSError, ValueError, AttributeError):
             pass
-        print(one_line(f"dmftsolve {command}: error: {message}"), file=sys.stderr)
+        try:
+            print(one_line(f"dmftsolve {command}: error: {message}"), file=sys.stderr)
+        except (OSError, ValueError, AttributeError):  # stderr closed too: the status must do
+            pass
         return code
+
+
+def _closed(stream: object) -> bool:
+    """Whether ``stream`` cannot be written: closed, or its file descriptor is not open."""
+    if getattr(stream, "closed", False):
+        return True
+    try:
+        fd = stream.fileno()  # type: ignore[attr-defined]
+    except (AttributeError, OSError, ValueError):  # pytest's capture, StringIO: writable
+        return False
+    try:
+        os.fstat(fd)
+    except OSError:
+        return True
+    return False
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -58,7 +58,8 @@ def _fmt_pm(x: float, err: float) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run the command; returns the exit code (0 success, 1 solver failure)."""
+    """Run the command; returns the exit code 0, or raises ``CommandError`` (exit 1, one line on
+    stderr) when δ_alg did not reach its tolerance (the result is printed first)."""
     from dmftsolve.problem import Target
     from dmftsolve.thresholds.weak_recovery import alg_threshold
 
@@ -82,4 +83,12 @@ def run(args: argparse.Namespace) -> int:
         return out + (f"\n{res.message}" if res.message else "")
 
     emit(args, payload, table)
-    return 0 if res.ok else 1
+    if not res.ok:  # the result is printed (it may still be useful); the reason goes to stderr
+        from dmftsolve.cli._common import CommandError
+
+        hint = ("; loosen --rtol" if res.method != "binned" else
+                "; this command has no option for more Monte Carlo samples: call "
+                "dmftsolve.alg_threshold(..., n_samples=...) from Python")
+        message = (res.message or "δ_alg did not converge").replace("; raise n_samples", "")
+        raise CommandError(f"{res.status.value}: {message}{hint}")
+    return 0

@@ -218,6 +218,11 @@ class _Pieces:
         dmax = np.maximum(np.abs(d[1:]), np.abs(d[:-1]))
         jump = np.abs(np.diff(hv)) > 10 * dmax * step + 1e-12 * (1 + np.abs(hv[1:]))
         change = np.nonzero((cls[1:] != cls[:-1]) | jump)[0]
+        if len(change) + 1 > MAX_PIECES:
+            raise _TooManyPieces(
+                f"the link has {len(change) + 1} monotone or flat pieces on [-12, 12], more than "
+                f"the {MAX_PIECES} the exact quadrature methods work through in reasonable time "
+                "(e.g. sin(1000*z)); use method 'binned' (Monte Carlo)")
         bounds = []
         for i in change:
             a, b, ca = grid[i], grid[i + 1], cls[i]
@@ -474,7 +479,10 @@ def _fibre_axis(target: Target) -> int | None:
         lines = d if axis == 1 else d.T  # rows: one line along the fibre variable
         sgn = np.sign(np.where(np.abs(lines) <= 1e-12 * max(1.0, float(np.abs(lines).max())), 0.0, lines))
         pos, neg = np.any(sgn > 0, axis=1), np.any(sgn < 0, axis=1)
-        if not np.any(pos & neg):
+        # strictly monotone: h must also move along (almost) every line; a fibre on which h is
+        # constant (z2**2 along z1) makes y an atom there, and the coarea formula sees nothing
+        flat_lines = int(np.count_nonzero(~(pos | neg)))
+        if not np.any(pos & neg) and flat_lines <= 2:
             return axis
     return None
 
@@ -782,6 +790,147 @@ def _binned(target: Target, n_samples: int, n_scrambles: int, rng: np.random.Gen
     }
 
 
+# --------------------------------------------------------------------------- standardisation
+#: Largest latent dimension the binned Monte Carlo method takes (it averages over 2^k sign flips).
+MAX_BINNED_K = 10
+#: Most monotone pieces of ``h`` on [-12, 12] the exact "preimage" method works through
+#: (each costs a root search and a quadrature: ``sin(1000*z)`` has about 7600).
+MAX_PIECES = 400
+
+
+class _TooManyPieces(ValueError):
+    """``h`` has more monotone pieces than :data:`MAX_PIECES`: the exact methods would crawl."""
+
+
+def _strip_constants(expr: sp.Expr, syms: list[sp.Symbol]) -> sp.Expr:
+    """``expr`` without an additive constant and a constant factor (repeatedly).
+
+    ``δ_alg`` depends on the label only through the σ-algebra it generates, so
+    ``y ↦ a·y + b`` (``a ≠ 0``) leaves it unchanged; removing ``a`` and ``b``
+    symbolically keeps ``1e-300*z**2`` and ``z**2 + 1e300`` from losing every
+    digit of ``y`` in double precision.
+    """
+    for _ in range(8):
+        previous = expr
+        const, rest = expr.as_independent(*syms, as_Add=True)
+        if rest != 0 and const != 0:
+            expr = rest
+        coeff, rest = expr.as_independent(*syms, as_Add=False)
+        if rest != 1 and coeff != 1 and coeff.is_nonzero:
+            expr = rest
+        if expr.is_Add:  # a common scale of the terms: divide by the largest numeric coefficient
+            coeffs = [term.as_coeff_Mul()[0] for term in expr.args]
+            big = max(coeffs, key=lambda c: abs(float(c)) if abs(c) < _HUGE else math.inf)
+            if big != 1 and big.is_nonzero:
+                expr = sp.Add(*[term / big for term in expr.args])
+        if expr == previous:
+            break
+    return expr
+
+
+_HUGE = sp.Float(1e300)
+
+
+def _precision_loss(target: Target) -> str | None:
+    """Why ``y`` evaluated in double precision does not resolve the label, or None.
+
+    The label is evaluated at a few Gaussian points in double precision and with
+    50-digit mpmath arithmetic; when the double-precision values miss the
+    variation of the exact ones (``log(1 + 1e-20*z**2)`` is 0 in doubles), every
+    method would see a constant label and report ``δ_alg = ∞``.
+    """
+    expr = target.sympy_expr
+    syms = list(target.symbols)
+    gen = np.random.default_rng(20261203)
+    pts = gen.standard_normal((16, len(syms))) * 1.5
+    y = target(pts[:, :-1], pts[:, -1])
+    try:
+        import mpmath
+
+        exact_fn = sp.lambdify(syms, expr, modules="mpmath")
+        with mpmath.workdps(50):
+            exact = np.array([float(exact_fn(*map(mpmath.mpf, row.tolist()))) for row in pts])
+    except Exception:  # noqa: BLE001 - a function mpmath lacks: no verdict
+        return None
+    if not (np.all(np.isfinite(exact)) and np.all(np.isfinite(y))):
+        return None
+    spread = float(exact.max() - exact.min())
+    if spread <= 0:
+        return None
+    miss = float(np.max(np.abs(y - exact)))
+    if miss > 1e-3 * spread:
+        return (f"target={target.expr!r} is too flat for double precision: the label varies by "
+                f"{spread:.3g} around {float(np.median(exact)):.6g}, and double-precision "
+                f"evaluation misses that by {miss:.3g}; rewrite it without the constant it is "
+                "dominated by (δ_alg is unchanged by y -> a*y + b and by any invertible map of y)")
+    return None
+
+
+def _standardize(target: Target, reduce: bool) -> tuple[Target, list[int], list[str]]:
+    """An equivalent target for the computation, the latents it keeps, and notes.
+
+    Removes an additive constant and a constant factor from the label (see
+    :func:`_strip_constants`) and, with ``reduce``, the latents the label does
+    not depend on: a latent independent of ``y`` contributes a zero row and
+    column to ``G(y) = E[zzᵀ − I | y]``, so ``ρ(F)`` is that of the label in the
+    latents it uses (``z2**2`` with ``k = 2`` has the ``δ_alg = 1/2`` of ``z**2``).
+
+    Raises
+    ------
+    ValueError
+        If the label is too flat for double precision (:func:`_precision_loss`).
+    """
+    expr = target.sympy_expr
+    zs, eps = list(target.symbols[:-1]), target.symbols[-1]
+    free = expr.free_symbols
+    used = [i for i, z in enumerate(zs) if z in free] if reduce else list(range(len(zs)))
+    if not used:  # the label does not depend on z: G ≡ 0 whatever the rest
+        return target, list(range(len(zs))), []
+    notes: list[str] = []
+    stripped = _strip_constants(expr, [*(zs[i] for i in used), eps])
+    if stripped != expr:
+        notes.append("computed for the equivalent label without its additive constant and constant "
+                     "factor (δ_alg is invariant under y -> a*y + b)")
+    kept = len(used)
+    if kept < len(zs):
+        names = ["z"] if kept == 1 else [f"z{j + 1}" for j in range(kept)]
+        new = [sp.Symbol(n, real=True) for n in names]
+        stripped = stripped.xreplace({zs[i]: new[j] for j, i in enumerate(used)})
+        notes.append(f"the label depends on {kept} of the k={len(zs)} latents; the others "
+                     "are independent of y and add nothing to F")
+    work = target if (stripped == expr and kept == len(zs)) else Target._from_sympy(stripped, kept)
+    # a scale left inside a product or a function (z**2*(1e-301*z + 1e-300)): rescale numerically
+    pts = np.random.default_rng(7).standard_normal((256, kept + 1))
+    with np.errstate(all="ignore"):
+        yv = work(pts[:, :-1], pts[:, -1])
+    if np.all(np.isfinite(yv)):
+        scale = float(np.median(np.abs(yv - np.median(yv))))
+        if scale > 0 and not 1e-100 < scale < 1e100:
+            stripped = stripped / sp.Float(scale, 30)
+            work = Target._from_sympy(stripped, kept)
+    reason = _precision_loss(work)
+    if reason is not None:
+        raise ValueError(reason)
+    return work, used, notes
+
+
+def _embed(diagnostics: dict[str, Any], used: list[int], k: int) -> None:
+    """Map the ``k'×k'`` matrices of a reduced computation back to the ``k`` latents."""
+    if len(used) == k:
+        return
+    idx = np.asarray(used)
+    for key in ("easy_subspace", "trivial_gram"):
+        if key in diagnostics:
+            small = np.asarray(diagnostics[key], dtype=float)
+            full = np.zeros((k, k))
+            full[np.ix_(idx, idx)] = small
+            diagnostics[key] = full
+    if "F_eigenvalues" in diagnostics:
+        w = np.asarray(diagnostics["F_eigenvalues"], dtype=float)
+        diagnostics["F_eigenvalues"] = np.sort(np.r_[np.zeros(k * (k + 1) // 2 - w.size), w])
+    diagnostics["latents_used"] = [int(i) for i in used]
+
+
 # --------------------------------------------------------------------------- driver
 def _additive_noise(target: Target) -> tuple[sp.Expr, float] | None:
     """``(h0, c)`` if ``h = h0(z) + c·eps`` with ``c`` a nonzero constant, else ``None``."""
@@ -946,20 +1095,41 @@ def alg_threshold(
         If ``throw`` and the result did not reach its tolerance.
     """
     start = time.perf_counter()
-    target = _as_target(target_or_problem)
+    original = _as_target(target_or_problem)
     _check_alg_inputs(method, rtol, n_samples, n_scrambles)
     gen = as_generator(seed)
+    auto = method == "auto"
+    # the computation runs on an equivalent label: no constant offset or factor, and (auto)
+    # only the latents it depends on; results are mapped back to original.k below
+    target, used, notes = _standardize(original, reduce=auto)
     k = target.k
     additive = _additive_noise(target)
-    auto = method == "auto"
     method = _choose_method(target, method, additive)
-    settings = {"target": target.expr, "k": k, "method": method, "rtol": rtol}
-    diagnostics: dict[str, Any] = {"k": k, "noisy": target.noisy}
-    notes: list[str] = []
+    settings = {"target": original.expr, "k": original.k, "method": method, "rtol": rtol}
+    diagnostics: dict[str, Any] = {"k": original.k, "noisy": target.noisy}
+    if target is not original:
+        diagnostics["standardized_target"] = target.expr
 
     fibred_out = None
+    if method in ("preimage", "fibred"):
+        try:
+            if method == "preimage":
+                preimage_out = _preimage(target, rtol)
+            else:
+                fibred_out = _fibred(target, rtol, _fibre_axis(target))
+        except _TooManyPieces as exc:
+            if not auto:
+                raise ValueError(f"method={method!r}: {exc}") from None
+            notes.append(f"{exc}: used the binned Monte Carlo method")
+            method = "binned"
+            settings["method"] = method
+    if method == "binned" and k > MAX_BINNED_K:
+        raise ValueError(
+            f"k={original.k}: the binned Monte Carlo method, the only one that applies to "
+            f"target={original.expr!r}, handles at most {MAX_BINNED_K} latent directions (it "
+            f"averages over the 2^k sign flips of z); use a smaller k")
+
     if method == "fibred":
-        fibred_out = _fibred(target, rtol, _fibre_axis(target))
         if auto and not fibred_out["converged"]:
             notes.append(f"fibred quadrature did not converge (error {fibred_out['lam_err']:.2g} on ρ(F)); "
                          "used the binned Monte Carlo method")
@@ -969,7 +1139,7 @@ def alg_threshold(
             settings["method"] = method
     if method in ("preimage", "fibred", "additive"):
         if method == "preimage":
-            out = _preimage(target, rtol)
+            out = preimage_out
         elif method == "fibred":
             out = fibred_out
         else:
@@ -982,6 +1152,7 @@ def alg_threshold(
     status, lam, lam_err, triv, trivial, zero_tol, accept = branch
     diagnostics.update({"spectral_radius": lam, "spectral_radius_error": lam_err})
     delta, err, status = _conclude(k, method, status, lam, lam_err, trivial, zero_tol, accept, notes)
+    _embed(diagnostics, used, original.k)
     result = AlgThreshold(delta_alg=delta, trivial=bool(trivial), error=err, method=method,
                           status=status, message="; ".join(notes), settings=settings,
                           diagnostics=diagnostics, elapsed=time.perf_counter() - start)

@@ -1,0 +1,124 @@
+"""Issue 30, δ_alg: invariant under label scale and offset, unused latents, slow labels, large k.
+
+References are closed forms: ``δ_alg(z**2) = 1/2`` (``E[z²|y] = y``, so
+``1/E[(y − 1)²] = 1/Var(z²) = 1/2``) and, for ``z1*z2``, the Bessel-integral value
+``REF_PRODUCT`` of ``tests/test_alg_threshold.py``.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import pytest
+
+from dmftsolve.cli import main
+from dmftsolve.problem import Target
+from dmftsolve.results import Status
+from dmftsolve.thresholds import weak_recovery
+from dmftsolve.thresholds.weak_recovery import MAX_BINNED_K, AlgThreshold, alg_threshold
+
+REF_PRODUCT = 0.59375109822225719955  # δ_alg(z1*z2), tests/test_alg_threshold.py
+
+
+@pytest.mark.parametrize("scale", ["1e-300", "1e-200", "1e-100", "1e-15", "3.7", "1e15", "1e100",
+                                   "1e200", "1e300", "-1e-300", "(1/2)**3000", "2**1000"])
+def test_invariant_under_label_scale(scale: str) -> None:
+    r = alg_threshold(f"{scale}*z**2")
+    assert r.ok and r.delta_alg == pytest.approx(0.5, abs=1e-8), r.message
+
+
+@pytest.mark.parametrize("offset", ["1e300", "-1e300", "1e100", "1e8", "1e16", "-3"])
+def test_invariant_under_label_offset(offset: str) -> None:
+    r = alg_threshold(f"z**2 + {offset}")
+    assert r.ok and r.delta_alg == pytest.approx(0.5, abs=1e-8), r.message
+
+
+def test_invariant_under_scale_and_offset_together() -> None:
+    for text in ("1e-300*z**2 + 1e300", "1e300*(z**2 - 1) - 1e-300", "1e-300*(z**2 + 7)"):
+        r = alg_threshold(text)
+        assert r.ok and r.delta_alg == pytest.approx(0.5, abs=1e-8), (text, r.message)
+
+
+def test_scale_inside_a_product_is_rescaled() -> None:
+    # z**2*(1e-301*z**2 + 1e-300) ~ 1e-300: a monotone function of z**2, so δ_alg = 1/2
+    r = alg_threshold("1e-300*z**2*(1e-301*z**2 + 1e-300)")
+    assert r.ok and r.delta_alg == pytest.approx(0.5, abs=1e-8)
+
+
+def test_invariant_k2_and_noisy() -> None:
+    r = alg_threshold("1e300*z1*z2")
+    assert r.ok and r.method == "fibred" and r.delta_alg == pytest.approx(REF_PRODUCT, abs=1e-7)
+    ref = alg_threshold("z**2 + 0.5*eps").delta_alg
+    for scale in ("1e-300", "1e300"):
+        r = alg_threshold(f"{scale}*(z**2 + 0.5*eps)")
+        assert r.ok and r.delta_alg == pytest.approx(ref, rel=1e-9)
+
+
+def test_too_flat_for_double_precision_is_refused() -> None:
+    # log(1 + 1e-20 z²) is 0 in doubles: every method would see a constant label (δ_alg = ∞)
+    with pytest.raises(ValueError, match="too flat for double precision"):
+        alg_threshold("log(1 + 1e-20*z**2)")
+
+
+@pytest.mark.parametrize(("text", "k"), [("z2**2", None), ("z1**2", 2), ("z1**2", 200), ("z3**2", 5)])
+def test_unused_latents_are_dropped(text: str, k: int | None) -> None:
+    r = alg_threshold(Target(text, k=k))
+    assert r.ok and r.delta_alg == pytest.approx(0.5, abs=1e-8)
+    assert r.settings["k"] == (k or 2)
+    assert r.diagnostics["easy_subspace"].shape == (k or 2, k or 2)
+
+
+def test_fibred_agrees_with_binned_or_refuses() -> None:
+    # z2**2 is constant along z1: not a fibration; refused instead of δ_alg = ∞
+    with pytest.raises(ValueError, match="monotone"):
+        alg_threshold("z2**2", method="fibred")
+    binned = alg_threshold("z2**2", method="binned")
+    assert binned.delta_alg == pytest.approx(0.5, abs=3 * binned.error + 1e-3)
+    fib = alg_threshold("z1*z2", method="fibred")
+    assert fib.delta_alg == pytest.approx(REF_PRODUCT, abs=1e-7)
+
+
+def test_product_with_extra_latents() -> None:
+    r = alg_threshold(Target("z1*z2", k=200))
+    assert r.ok and r.delta_alg == pytest.approx(REF_PRODUCT, abs=1e-7)
+
+
+def test_many_pieces_fall_back_or_refuse_quickly() -> None:
+    t0 = time.perf_counter()
+    with pytest.raises(ValueError, match="monotone or flat pieces"):
+        alg_threshold("sin(1000*z)", method="preimage")
+    r = alg_threshold("sin(1000*z)", throw=False)
+    assert r.method == "binned" and "pieces" in r.message
+    assert time.perf_counter() - t0 < 60
+
+
+def test_binned_refuses_large_k() -> None:
+    with pytest.raises(ValueError, match=f"at most {MAX_BINNED_K} latent"):
+        alg_threshold(Target("z1*z2*z3", k=200), method="binned")
+
+
+def test_cli_not_converged_is_one_line_on_stderr(monkeypatch: pytest.MonkeyPatch,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    def fake(target, **kwargs):  # noqa: ANN001, ANN003, ARG001
+        return AlgThreshold(delta_alg=2.0, trivial=False, error=1.0, method="binned",
+                            status=Status.NOT_CONVERGED,
+                            message="Monte Carlo/binning error 1 exceeds 0.01·δ_alg; raise n_samples")
+
+    monkeypatch.setattr(weak_recovery, "alg_threshold", fake)
+    code = main(["alg-threshold", "--target", "z1*z2*z3"])
+    out, err = capsys.readouterr()
+    assert code == 1 and "not_converged" in out
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("dmftsolve alg-threshold: error: not_converged")
+    assert "n_samples=" in lines[0] and "raise n_samples" not in lines[0]
+
+
+def test_cli_scaled_target(capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    for text in ("1e-15*z**2", "1e-300*z**2", "z**2 + 1e300", "z2**2"):
+        assert main(["alg-threshold", "--target", text, "--json"]) == 0
+        payload = json.loads(capsys.readouterr().out)
+        assert payload["delta_alg"] == pytest.approx(0.5, abs=1e-8), text
+        assert not math.isinf(payload["delta_alg"])

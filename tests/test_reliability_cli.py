@@ -1,0 +1,132 @@
+"""Issue 30, the command line: SIGTERM, worker caps, a closed stdout, hints that fit the command."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from dmftsolve.cli import _available_cpus, _classify, _options, build_parser, main
+
+ROOT = Path(__file__).resolve().parents[1]
+#: ``dmftsolve`` as a child process (the console script may not be installed)
+CLI = [sys.executable, "-c", "import sys; from dmftsolve.cli import main; sys.exit(main())"]
+
+
+def _children(pid: int) -> list[int]:
+    """Processes whose parent is ``pid`` (from /proc)."""
+    out = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        if ppid == pid:
+            out.append(int(entry.name))
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir() or _available_cpus() < 2, reason="needs /proc and 2 CPUs")
+@pytest.mark.parametrize("argv", [
+    ["simulate", "--target", "z**2", "--activation", "quad", "--d", "300", "--delta", "2,3,4,5",
+     "--trials", "8", "--steps", "20000", "--eta", "0.05", "--workers", "2"],
+    ["transition", "--d", "400", "--delta", "3,4,5,6", "--draws", "8", "--workers", "2"],
+])
+def test_sigterm_ends_workers_and_prints_one_line(argv: list[str], tmp_path: Path) -> None:
+    proc = subprocess.Popen([*CLI, *argv], cwd=tmp_path,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 30
+        workers: list[int] = []
+        while time.monotonic() < deadline and len(workers) < 2:
+            time.sleep(0.2)
+            workers = _children(proc.pid)
+            assert proc.poll() is None, proc.communicate()
+        assert len(workers) >= 2, "the pool did not start"
+        time.sleep(1.0)  # the workers are busy in a task
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 143, err
+    lines = err.strip().splitlines()
+    assert lines == [f"dmftsolve {argv[0]}: error: terminated (SIGTERM)"], err
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and any(_alive(p) for p in workers):
+        time.sleep(0.1)
+    assert not [p for p in workers if _alive(p)], "orphaned pool workers"
+
+
+def test_workers_capped_at_available_cpus(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["simulate", "--target", "z**2", "--activation", "quad", "--d", "20", "--delta", "2,3",
+                 "--trials", "1", "--steps", "3", "--workers", "1000", "--json", "--no-progress"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    cpus = _available_cpus()
+    assert json.loads(out)["workers"] <= cpus
+    assert f"--workers 1000 is more than the {cpus} CPU(s) available" in err
+    assert all(line.startswith("dmftsolve simulate: warning:") for line in err.strip().splitlines())
+
+
+def test_closed_stdout_is_one_line_not_a_traceback(tmp_path: Path) -> None:
+    res = subprocess.run(
+        ["sh", "-c", 'exec "$@" >&-', "sh", *CLI, "dmft",
+         "--target", "z**2", "--delta", "2", "--steps", "3", "--paths", "200"],
+        cwd=tmp_path, capture_output=False, stderr=subprocess.PIPE, text=True, timeout=120,
+    )
+    assert res.returncode == 2
+    assert "Traceback" not in res.stderr
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and "standard output is closed" in lines[0], res.stderr
+
+
+def test_hints_name_only_options_the_command_has() -> None:
+    parsers = build_parser().command_parsers  # type: ignore[attr-defined]
+    alg, sim = _options(parsers["alg-threshold"]), _options(parsers["simulate"])
+    assert "--eta" not in alg and "--eta" in sim
+    _, msg = _classify(OverflowError("math range error"), alg)
+    assert "--eta" not in msg and "double precision" in msg
+    _, msg = _classify(OverflowError("math range error"), sim)
+    assert "--eta" in msg
+    from concurrent.futures.process import BrokenProcessPool
+
+    _, msg = _classify(BrokenProcessPool("gone"), alg)
+    assert "--workers" not in msg
+
+
+def test_cli_overflow_hint_in_alg_threshold(monkeypatch: pytest.MonkeyPatch,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    from dmftsolve.thresholds import weak_recovery
+
+    def boom(*args, **kwargs):  # noqa: ANN002, ANN003, ARG001
+        raise OverflowError("math range error")
+
+    monkeypatch.setattr(weak_recovery, "alg_threshold", boom)
+    code = main(["alg-threshold", "--target", "z**2"])
+    err = capsys.readouterr().err
+    assert code == 1 and "--eta" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_dmft_infinite_variance_label_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["dmft", "--target", "1/z", "--delta", "2", "--steps", "3", "--paths", "200"])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert "variance" in err and err.startswith("dmftsolve dmft: error: target")
