@@ -84,7 +84,7 @@ def available_cores() -> int:
 class ThresholdSettings:
     """Settings of the threshold search, kept apart from the problem.
 
-    Attributes
+    Parameters
     ----------
     criterion : {"negative", "separated"}
         What counts as "the Hessian has a hard outlier" (module docstring).
@@ -142,6 +142,13 @@ class ThresholdSettings:
         the README job at 8 ``δ`` from 6.6 to 40, t = 100 and 200, 100 points
         gave the same edges and outliers (locations to 1e-11) as 400, in
         0.07 s instead of 0.23 s; ``benchmarks/bench_threshold.py``).
+
+    Examples
+    --------
+    >>> from dmftsolve import ThresholdSettings
+    >>> s = ThresholdSettings(bracket=(1.0, 3.0), n_paths=2000, replicates=2)
+    >>> s.bracket, s.seed, s.criterion
+    ((1.0, 3.0), 0, 'negative')
     """
 
     criterion: Literal["negative", "separated"] = "negative"
@@ -211,11 +218,32 @@ class ThresholdSettings:
 def restricted(problem: Problem, split: DirectionSplit | None = None) -> tuple[Problem, tuple[int, ...]]:
     """The problem with its hard directions held at zero overlap, and their indices.
 
+    Parameters
+    ----------
+    problem : Problem
+        The learning problem.
+    split : DirectionSplit, optional
+        Its easy/hard split (default: :func:`split_directions` of its target).
+
+    Returns
+    -------
+    Problem
+        ``problem`` with ``training.hold_zero`` set to the hard directions.
+    tuple of int
+        The indices of the hard directions.
+
     Raises
     ------
     ValueError
         If the target has no hard direction, or its hard subspace is not
         spanned by coordinate axes (then rewrite the target in rotated coordinates).
+
+    Examples
+    --------
+    >>> from dmftsolve import Problem, restricted
+    >>> q, hard = restricted(Problem.build(target="z1 + z2**2", activation="quad", eta=0.05))
+    >>> hard, q.training.hold_zero
+    ((1,), (1,))
     """
     split = split or split_directions(problem.target)
     hard = split.hard_indices
@@ -414,6 +442,22 @@ def hard_spectrum(
         the bulk spectrum and the outliers along the learned directions.
     throw : bool
         Raise :class:`SolverError` on failure (default True).
+
+    Returns
+    -------
+    HardSpectrum
+        The bulk's left edge and the hard outliers at ``(δ, t)``.
+
+    Examples
+    --------
+    The r² neuron on ``min(z², 3)`` at initialisation (``t = 0``, exact law,
+    no Monte Carlo) has a negative hard outlier at ``δ = 3``:
+
+    >>> from dmftsolve import Problem, hard_spectrum
+    >>> p = Problem.build(target="Min(z**2, 3)", activation="quad", eta=0.05)
+    >>> hs = hard_spectrum(p, 3.0, 0)
+    >>> hs.has_outlier("negative"), hs.hard
+    (True, (0,))
     """
     delta = check_delta(delta)
     t = _check_time(t)
@@ -765,6 +809,19 @@ def delta_nn(
     Threshold
         ``delta_nn`` is the midpoint of the final bracket, whose ends were
         both evaluated: no outlier at the lower end, an outlier at the upper.
+
+    Examples
+    --------
+    A small search at initialisation (``t = 0``) for the r² neuron on
+    ``min(z², 3)``, two DMFT seeds of 2000 paths (the exact value is 1.6696,
+    ``tests/test_thresholds.py``; the example's Monte Carlo error is large):
+
+    >>> from dmftsolve import Problem, ThresholdSettings, delta_nn
+    >>> p = Problem.build(target="Min(z**2, 3)", activation="quad", eta=0.05)
+    >>> s = ThresholdSettings(bracket=(1.0, 3.0), grid=3, xtol=0.2, n_paths=2000, replicates=2)
+    >>> th = delta_nn(p, t=0, settings=s)
+    >>> th.ok, 1.0 < th.delta_nn < 3.0, len(th.replicates)
+    (True, True, 2)
     """
     start = time.perf_counter()
     settings = settings or ThresholdSettings()
