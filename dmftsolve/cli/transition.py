@@ -14,60 +14,63 @@ from dmftsolve.cli._common import (
     CommandError,
     add_output_arguments,
     add_problem_arguments,
+    add_progress_argument,
     emit,
+    finite_float,
     floats,
     format_table,
     positive_int,
     problem_from_args,
+    want_progress,
 )
 
 DESCRIPTION = """\
 Predict the probability that full-batch GD from a random start learns the hard
-direction (cosine with the target above 1/2 by step T) at input dimension d, over
-a list of sample ratios delta = n/d, and its 50 % point delta_50 with a standard
-error. This is the number to compare with experiments at finite d; the long-time
-delta_NN of `dmftsolve threshold` is a different quantity (a Hessian threshold of
-the d -> infinity restricted dynamics) and lies well above GD's transition at
-d = 500-4000.
+direction(s) of the target at input dimension d, and its 50 % point delta_50 with
+a standard error. Success, for GD and theory alike (dmftsolve.success): every hard
+direction's projection onto span(W) exceeds 1/2 by step T (for one neuron and one
+direction: the cosine). This is the number to compare with experiments at finite
+d; the long-time delta_NN of `dmftsolve threshold` is a different quantity and
+lies well above GD's transition at d = 500-4000.
 
-How: each draw is one unrestricted DMFT run started at the overlap M_0 = m_0/sqrt(d)
-of a random start (m_0 stratified over N(0, q0)). With the default construction
-"forced" its kernels use --paths Monte Carlo paths paired by reflection z -> -z, and
-its overlap update is driven by GD's finite-n gradient along the target: the paths
-reweighted by quenched bootstrap weights of n = delta*d samples, which carries the
-gradient noise of n samples (covariance (1/n) E[z^2 g^t g^s]) and the finite-n
-curvature along the target (dmftsolve.thresholds.finite_d_transition). The success
-probability is the fraction of draws that escape by step T; delta_50 is the
-maximum-likelihood probit fit over all draws, +- its bootstrap standard error.
-Other constructions (--construction): "quenched" (GD's gradient over n quenched label
-samples, kernels over copies of them), "finite_n" (N = n unpaired paths, kernels
-included: wider curves), "initial" (the random initial overlap only: the difference
-shows what the O(1/sqrt(d)) finite-n effects contribute).
+Without --delta the transition is found by itself: batches of --draws draws
+bracket it from --start (stepping delta by a factor 1.4), then go where they
+inform the probit fit most (delta_50 +- 0.8 w), until the error of delta_50 is at
+most --tol (or --max-draws are spent). With --delta the draws run on that grid.
 
-The paths' own noise: the reflection pairs cancel it in the force, but not in the
-curvature along the target. With independent (--force-weights poisson) weights a
-draw's quenched curvature noise has variance about 1/n + 2/N against GD's 1/n (N
-kernel paths, n = delta*d samples); the default paired weights top the paths' own
-2/N up to exactly 1/n, which needs N >= 2n. Above that (large d), the excess
-2n/N - 1 remains (the JSON's per-point diagnostics give it as curvature_excess);
-at d = 4000, removing an excess of 2.4-5.8 lowered delta_50 by 0.4-0.7, onto GD's. A warning is
-printed when it exceeds 1 at some delta: --paths-per-sample 2 removes it, at a
-cost that grows with n.
+How: each draw is one unrestricted DMFT run started at the overlaps M_0 = X/sqrt(d)
+of a random start (X a k x m matrix of N(0, q0) entries). With the default
+construction "forced" its kernels use --paths Monte Carlo paths paired by a joint
+reflection of the hard directions, and its overlap update is driven by GD's
+finite-n gradient: the paths reweighted by quenched weights of n = delta*d samples,
+which carries the gradient noise of n samples and the finite-n curvature along the
+target (dmftsolve.thresholds.finite_d_transition). Easy directions are learned by
+the DMFT itself. A draw stops at its first passage. Other constructions
+(--construction): "quenched", "finite_n" (N = n unpaired paths: wider curves),
+"initial" (the random initial overlap only).
 
-Cost: one DMFT run of T steps with --paths paths per draw, independent of d for
-"forced" at fixed --paths: measured about 5-15 s per draw with 2e4 paths, T = 400
-(GeLU, one core, 5 s unloaded), so the default (6 deltas x 16 draws) takes about
-10-25 CPU-minutes, spread over --workers processes; the cost grows linearly with
-the number of paths. Use --draws and --steps to trade accuracy for time.
+The paths' own noise: the default paired weights give the curvature along the
+target GD's noise when there are at least 2n paths; above that (large d) the
+excess 2n/N - 1 remains (per point in the JSON as curvature_excess) and a warning
+is printed when it exceeds 1: --paths-per-sample 2 removes it, at a cost that
+grows with n.
 
-Single neuron (m = 1) with one target direction (k = 1), label even in z, random
-start; no bias or ridge.
+Any width --m and any number of directions; the label must be invariant under
+reflecting its hard directions jointly (e.g. z**2 - 1, z1*z2, z1 + z2**2 - 1);
+random start, no bias or ridge.
+
+Cost: one DMFT run of at most T steps with --paths paths per draw (2e4 paths,
+T = 400, one neuron: about 5 s on one core if it does not escape, less if it
+does; m neurons cost about m^2 times more). Draws run on --workers processes.
 
 --sim FILE.json overlays simulator points in the table and the plot: a JSON object
 {"deltas": [...], "successes": [...], "trials": [...]} (e.g. from `dmftsolve
 simulate` runs); their probit delta_50 is printed beside the theory's.
 
-Example:
+Examples:
+  dmftsolve transition                                      # GeLU, z**2 - 1, d = 2000
+  dmftsolve transition --target "z**2" --d 1000 --tol 0.3
+  dmftsolve transition --m 2 --d 1000 --start 3.5
   dmftsolve transition --target "z**2 - 1" --d 1000 --delta 5.5,6,6.5,7,7.5,8.5 --draws 16
 """
 
@@ -80,10 +83,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     g = p.add_argument_group("transition")
     g.add_argument("--d", type=positive_int("--d", 10**7), default=2000,
                    help="input dimension d (default: %(default)s)")
-    g.add_argument("--delta", type=floats, default=[6.0, 6.5, 7.0, 7.5, 8.0, 9.0],
-                   help="comma-separated sample ratios (default: 6,6.5,7,7.5,8,9)")
-    g.add_argument("--draws", type=positive_int("--draws", 10**5), default=16,
-                   help="DMFT draws per delta (default: %(default)s)")
+    g.add_argument("--delta", type=floats, default=None,
+                   help="comma-separated sample ratios (default: none, the transition is found by "
+                        "the adaptive search)")
+    g.add_argument("--draws", type=positive_int("--draws", 10**5), default=8,
+                   help="DMFT draws per delta on a grid, or per batch of the search (default: %(default)s)")
+    g.add_argument("--tol", type=finite_float, default=0.15,
+                   help="search: stop once the error of delta_50 is at most this (default: %(default)s)")
+    g.add_argument("--max-draws", type=positive_int("--max-draws", 10**5), default=400,
+                   help="search: draws at most (default: %(default)s)")
+    g.add_argument("--start", type=finite_float, default=None,
+                   help="search: the first delta tried (default: 6)")
     g.add_argument("--seed", type=int, default=0, help="root seed (default: %(default)s)")
     g.add_argument("--construction", choices=("forced", "quenched", "finite_n", "initial"), default="forced",
                    help="how a draw carries GD's finite-n sources (see above; default: %(default)s)")
@@ -101,7 +111,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     g.add_argument("--plot", type=Path, default=None, help="write the curve to this image file")
     g.add_argument("--sim", type=Path, default=None,
                    help="JSON of simulator success counts to show beside the theory (see above)")
-    g.add_argument("--progress", action="store_true", help="one line per delta on stderr")
+    add_progress_argument(g, "; a line per batch, with the current delta_50 and the time left")
     add_output_arguments(p)
     p.set_defaults(func=run)
 
@@ -141,10 +151,18 @@ def run(args: argparse.Namespace) -> int:
         workers = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     if args.paths_per_sample is not None and not 0 < args.paths_per_sample <= 1000:
         raise ValueError(f"--paths-per-sample must be in (0, 1000], got {args.paths_per_sample}")
+    if not 0 < args.tol:
+        raise ValueError(f"--tol must be positive, got {args.tol}")
+    if args.start is not None and not 0.25 <= args.start <= 200:
+        raise ValueError(f"--start must lie in [0.25, 200], got {args.start}")
+    if args.draws < 2:
+        raise ValueError(f"--draws must be at least 2, got {args.draws}")
+    workers = min(workers, args.draws)
     s = TransitionSettings(draws=args.draws, seed=args.seed, construction=args.construction,
                            n_paths=args.paths, workers=workers, paths_per_sample=args.paths_per_sample,
-                           force_weights=args.force_weights)
-    c = transition(problem, args.d, args.delta, settings=s, throw=False, progress=args.progress)
+                           force_weights=args.force_weights, tol=args.tol,
+                           max_draws=max(args.max_draws, args.draws), start=args.start)
+    c = transition(problem, args.d, args.delta, settings=s, throw=False, progress=want_progress(args))
     sim_fit = None
     if sim is not None:
         sim_fit = probit_fit(np.array(sim["deltas"]), np.array(sim["successes"]), np.array(sim["trials"]))
@@ -152,19 +170,41 @@ def run(args: argparse.Namespace) -> int:
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
+        from scipy.special import ndtr
 
-        fig, ax = plt.subplots(figsize=(4.5, 3.2))
-        ax.errorbar(c.deltas, c.p, c.p_err, fmt="o-", capsize=2, label=f"theory ({args.construction})")
+        def clipped(pv: Any, ev: Any) -> Any:  # error bars inside [0, 1]
+            pv, ev = np.asarray(pv, float), np.asarray(ev, float)
+            return np.vstack([np.minimum(ev, pv), np.minimum(ev, 1 - pv)])
+
+        fig, ax = plt.subplots(figsize=(5.5, 3.6))
+        xs = np.asarray(c.deltas, float)
+        lo_x = float(xs.min()) if xs.size else 0.0
+        hi_x = float(xs.max()) if xs.size else 1.0
+        if math.isfinite(c.delta_50) and math.isfinite(c.width):
+            grid = np.linspace(lo_x - 0.1 * (hi_x - lo_x), hi_x + 0.1 * (hi_x - lo_x), 200)
+            w = max(c.width, 1e-6)
+            ax.plot(grid, ndtr((grid - c.delta_50) / w), color="C0", lw=1,
+                    label=f"theory probit fit, δ_50 = {c.delta_50:.2f} ± {c.delta_50_err:.2f}")
+            if math.isfinite(c.delta_50_err):
+                ax.fill_between(grid, ndtr((grid - c.delta_50 - c.delta_50_err) / w),
+                                ndtr((grid - c.delta_50 + c.delta_50_err) / w), color="C0", alpha=0.15,
+                                lw=0, label="δ_50 ± its error")
+        ax.errorbar(xs, c.p, clipped(c.p, c.p_err), fmt="o", color="C0", capsize=2,
+                    label=f"theory ({args.construction}), draws per point: "
+                          + (f"{int(c.draws.min())}" if c.draws.min() == c.draws.max() else
+                             f"{int(c.draws.min())}–{int(c.draws.max())}"))
         if sim is not None:
             k, n = np.array(sim["successes"]), np.array(sim["trials"])
             pg = k / n
-            ax.errorbar(sim["deltas"], pg, np.sqrt(np.maximum(pg * (1 - pg), 0.25 / n) / n), fmt="s--",
-                        capsize=2, label="simulator")
+            ax.errorbar(sim["deltas"], pg, clipped(pg, np.sqrt(np.maximum(pg * (1 - pg), 0.25 / n) / n)),
+                        fmt="s", color="C1", capsize=2, label="simulator")
         ax.axhline(0.5, color="grey", lw=0.5)
-        ax.set_xlabel("δ = n/d")
-        ax.set_ylabel("P(success)")
-        ax.set_title(f"d = {args.d}, δ_50 = {c.delta_50:.2f} ± {c.delta_50_err:.2f}", fontsize=9)
-        ax.legend(fontsize=7)
+        ax.set_ylim(-0.03, 1.03)
+        ax.set_xlabel("sample ratio δ = n/d")
+        ax.set_ylabel("P(GD learns the hard directions)")
+        ax.set_title(f"Predicted success of GD: {problem.target.expr}, {problem.network.activation}, "
+                     f"m = {problem.m}, d = {args.d}, T = {problem.training.steps}", fontsize=8)
+        ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
         fig.tight_layout()
         fig.savefig(args.plot, dpi=110)
         plt.close(fig)

@@ -631,8 +631,9 @@ def transition(problem: Problem, d: int, deltas: Sequence[float] | None = None, 
     xs = np.array([p.delta for p in points], float)
     k = np.array([p.successes for p in points])
     n = np.array([p.draws for p in points])
+    shrink = "half" if grid is not None else "fit"  # probit_fit: far bracketing points (search)
     if xs.size >= 2:
-        mu, se, w = probit_fit(xs, k, n)
+        mu, se, w = probit_fit(xs, k, n, shrink=shrink)
     else:
         mu, se, w = math.nan, math.nan, math.nan
     bad = [p for p in points if not p.ok]
@@ -658,7 +659,7 @@ def transition(problem: Problem, d: int, deltas: Sequence[float] | None = None, 
         status=status, message=message, warnings=() if warning is None else (warning,),
         settings={**dataclasses.asdict(s), "problem": problem.to_dict(), "d": d,
                   "search": "grid" if grid is not None else "adaptive"},
-        diagnostics={"fit": "probit maximum likelihood, bootstrap se (probit_fit)",
+        diagnostics={"fit": f"probit maximum likelihood, bootstrap se (probit_fit, shrink={shrink!r})",
                      "total_draws": int(n.sum()),
                      "hard_directions": points[0].diagnostics.get("hard_directions") if points else None},
         elapsed=time.perf_counter() - t0, d=d, deltas=xs,

@@ -1,0 +1,186 @@
+"""The finite-d transition at any width and number of directions, the shared success criterion,
+the first-passage stop of the DMFT and the self-bracketing δ_50 search."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+from scipy.special import ndtr
+from scipy.stats import chi2
+
+from dmftsolve import Problem
+from dmftsolve.dynamics.dmft import DMFTSettings, solve_dmft
+from dmftsolve.results import Status
+from dmftsolve.success import direction_projections, success_directions, success_statistic
+from dmftsolve.thresholds.delta50 import DELTA_RANGE, search_delta_50
+from dmftsolve.thresholds.finite_d_transition import (
+    TransitionSettings,
+    draw_starts,
+    success_probability,
+    transition,
+    transition_directions,
+)
+
+
+# --------------------------------------------------------------------------- success criterion
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), k=st.integers(1, 3), m=st.integers(1, 4))
+@example(seed=0, k=2, m=1)  # one neuron, two directions: projections are the two cosines
+def test_direction_projections_match_an_explicit_projector(seed: int, k: int, m: int) -> None:
+    """‖P_W θ_j‖ from (M, G) equals the norm of θ_j projected on an orthonormal basis of span(W)
+    (a QR factor of an explicit W in d = 12 dimensions, Θ* the first k axes)."""
+    rng = np.random.default_rng(seed)
+    d = 12
+    W = rng.standard_normal((d, m)) * rng.uniform(0.1, 3.0, size=m)
+    W[:k] += rng.standard_normal((k, m))  # some overlap with the target
+    Qf, _ = np.linalg.qr(W)
+    direct = np.linalg.norm(Qf[:k, :], axis=1)  # ‖P_W e_j‖ = ‖row j of the basis‖
+    got = direction_projections(W[:k], W.T @ W)
+    np.testing.assert_allclose(got, direct, rtol=1e-9, atol=1e-12)
+    assert np.all((got >= 0) & (got <= 1))
+    if m == 1:
+        np.testing.assert_allclose(got, np.abs(W[:k, 0]) / np.linalg.norm(W[:, 0]), rtol=1e-9)
+
+
+def test_success_statistic_is_the_smallest_hard_projection() -> None:
+    M = np.array([[0.6, 0.0], [0.0, 0.3]])
+    G = np.diag([1.0, 1.0])  # W = (0.6 e1 + 0.8 u1, 0.3 e2 + …): unit columns
+    assert float(success_statistic(M, G, [0, 1])) == pytest.approx(0.3)
+    assert float(success_statistic(M, G, [0])) == pytest.approx(0.6)
+    assert math.isnan(direction_projections(np.array([[np.nan]]), np.array([[1.0]]))[0])
+    with pytest.raises(ValueError, match="at least one"):
+        success_statistic(M, G, [])
+
+
+def test_success_directions_and_transition_directions() -> None:
+    assert success_directions(Problem.build(target="z**2 - 1")) == (0,)
+    assert success_directions(Problem.build(target="z1*z2")) == (0, 1)
+    assert transition_directions(Problem.build(target="z1 + z2**2 - 1")) == (1,)
+    assert transition_directions(Problem.build(target="z1*z2", m=2)) == (0, 1)
+    with pytest.raises(ValueError, match="no hard direction"):
+        transition_directions(Problem.build(target="z1 + z2**3"))
+    with pytest.raises(ValueError, match="bias"):
+        transition_directions(Problem.build(target="z**2", bias=True))
+
+
+def test_simulator_success_uses_the_hard_directions() -> None:
+    """GD on z1 + z2² − 1: the recorded success statistic is the projection of the hard
+    direction z2 (not the largest cosine, which the easy z1 dominates)."""
+    from dmftsolve.simulation.simulator import simulate
+
+    p = Problem.build(target="z1 + z2**2 - 1", activation="gelu", eta=0.5, steps=30, m=2)
+    r = simulate(p, 100, 3.0, seed=0, trials=2, record_every=10)
+    assert r.success_directions() == (1,)
+    np.testing.assert_allclose(r.success_statistic(), r.cosine_per_direction[:, :, 1])
+    np.testing.assert_array_equal(r.success(0.5), r.cosine_per_direction[:, -1, 1] > 0.5)
+
+
+# --------------------------------------------------------------------------- DMFT first passage
+def test_stop_cosine_ends_the_solve_at_the_first_passage() -> None:
+    """The stopped solve equals the full one up to the first step whose cosine exceeds 1/2
+    (same seed), is a success, and is NaN afterwards."""
+    p = Problem.build(target="z**2 - 1", activation="gelu", eta=0.5, steps=60, M0=[[0.1]], Q0=[[1.0]])
+    kw = {"n_paths": 2000, "seed": 0, "errors": "none", "test_loss": "none"}
+    full = solve_dmft(p, 8.0, **kw)
+    t = int(np.argmax(full.cosine > 0.5))
+    assert 0 < t < 60
+    stop = solve_dmft(p, 8.0, stop_cosine=0.5, **kw)
+    assert stop.ok and stop.diagnostics["stopped_at"] == t
+    np.testing.assert_allclose(stop.cosine[: t + 1], full.cosine[: t + 1], rtol=1e-12)
+    np.testing.assert_allclose(stop.cosine_per_direction[: t + 1, 0], full.cosine[: t + 1], rtol=1e-9)
+    assert np.all(np.isnan(stop.cosine[t + 1:])) and np.all(np.isnan(stop.M[t + 1:]))
+    for bad in (0.0, 1.0, True, "0.5"):
+        with pytest.raises(ValueError, match="stop_cosine"):
+            DMFTSettings(stop_cosine=bad)
+    with pytest.raises(ValueError, match="stop_directions"):
+        solve_dmft(p, 8.0, stop_cosine=0.5, stop_directions=(1,), **kw)
+
+
+# --------------------------------------------------------------------------- starts and draws
+def test_draw_starts_stratify_the_hard_block_norm() -> None:
+    """Width 2 on z1*z2: (K, k, m) starts whose hard-block squared norms / q0 fall one in each
+    of the K quantile bins of χ²(k_h m)."""
+    p = Problem.build(target="z1*z2", activation="gelu", m=2, q0=2.0)
+    K = 16
+    X = draw_starts(p, 4.0, 1000, TransitionSettings(draws=K), (0, 1))
+    assert X.shape == (K, 2, 2)
+    u = chi2.cdf((X**2).sum(axis=(1, 2)) / 2.0, df=4)
+    np.testing.assert_array_equal(np.sort(np.floor(u * K)), np.arange(K))
+    one = draw_starts(Problem.build(target="z**2 - 1"), 4.0, 1000, TransitionSettings(draws=K), (0,))
+    assert one.shape == (K, 1, 1)
+    np.testing.assert_array_equal(np.sort(np.floor(ndtr(one[:, 0, 0]) * K)), np.arange(K))
+
+
+@pytest.mark.parametrize("target", ["z**2 - 1", "z1 + z2**2 - 1"])
+def test_width_two_extremes(target: str) -> None:
+    """Two neurons: no draw learns far below the transition, every draw far above it
+    (d = 200, 60 steps, 2000 paths); draws that escape stop at their first passage."""
+    p = Problem.build(target=target, activation="gelu", eta=0.5, steps=60, m=2)
+    s = TransitionSettings(draws=2, seed=0, n_paths=2000)
+    lo = success_probability(p, 0.5, 200, settings=s)
+    hi = success_probability(p, 25.0, 200, settings=s)
+    assert lo.successes == 0 and hi.successes == 2
+    assert lo.m0.shape == (2, p.k, 2)
+    assert np.all(hi.final_cosine > 0.5) and np.all(hi.escape_step > 0)
+
+
+# --------------------------------------------------------------------------- the search
+def test_search_finds_a_known_curve_and_reports_the_ends() -> None:
+    rng = np.random.default_rng(3)
+
+    def curve(x: float, b: int) -> tuple[int, int]:
+        return int(rng.binomial(40, ndtr((x - 11.0) / 1.0))), 40
+
+    out = search_delta_50(curve, start=3.0, tol=0.15, max_trials=6000)
+    assert out.reason == "" and out.delta_50_err <= 0.15
+    assert abs(out.delta_50 - 11.0) <= 4 * out.delta_50_err
+    never = search_delta_50(lambda x, b: (0, 8), start=6.0, tol=0.1, max_trials=10_000)
+    assert never.reason == f"no success by step T up to delta = {DELTA_RANGE[1]:g}"
+    always = search_delta_50(lambda x, b: (8, 8), start=6.0, tol=0.1, max_trials=10_000)
+    assert always.reason == f"every trial succeeds down to delta = {DELTA_RANGE[0]:g}"
+    capped = search_delta_50(curve, start=3.0, tol=1e-6, max_trials=400)
+    assert capped.reason.startswith("max trials (400)") and capped.trials.sum() <= 400
+    with pytest.raises(ValueError, match="start"):
+        search_delta_50(curve, start=0.0, tol=0.1, max_trials=10)
+
+
+def test_transition_without_a_grid_and_an_unbracketed_grid() -> None:
+    """No grid: the search brackets the transition by itself (P = 0 and 1 among its points);
+    a grid that does not bracket δ_50 is a NO_ROOT failure that says so (it used to report
+    success with a probit width of 4·10¹²)."""
+    p = Problem.build(target="z**2 - 1", activation="gelu", eta=0.5, steps=40)
+    s = TransitionSettings(draws=4, seed=0, n_paths=1000, tol=0.6, max_draws=64, start=20.0)
+    c = transition(p, 100, None, settings=s, throw=False)
+    assert c.settings["search"] == "adaptive"
+    assert c.p.min() <= 0.25 and c.p.max() >= 0.75
+    assert c.deltas.min() <= c.delta_50 <= c.deltas.max() and c.diagnostics["total_draws"] <= 64
+    bad = transition(p, 100, [1.0, 1.5], settings=TransitionSettings(draws=2, n_paths=1000), throw=False)
+    assert bad.status is Status.NO_ROOT and not bad.ok
+
+
+def test_cli_transition_finds_delta50_and_refuses_an_unbracketed_grid(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from dmftsolve.cli import main
+
+    code = main(["transition", "--d", "100", "--steps", "40", "--paths", "1000", "--draws", "4",
+                 "--tol", "0.6", "--max-draws", "64", "--start", "20", "--m", "2", "--json"])
+    out = json.loads(capsys.readouterr().out)["result"]
+    assert code == 0 and out["settings"]["search"] == "adaptive"
+    assert out["settings"]["problem"]["m"] == 2
+    code = main(["transition", "--d", "100", "--delta", "5,6", "--draws", "2", "--steps", "20",
+                 "--paths", "400"])
+    err = capsys.readouterr().err
+    assert code == 1 and ("not bracketed" in err or "outside the grid" in err)
+
+
+def test_width_transition_script_tiny(load_validation) -> None:  # noqa: ANN001
+    """``validation/width_transition.py --tiny``: both searches run on one problem object."""
+    mod = load_validation("width_transition")
+    out = mod.main(["--tiny"])
+    for side in ("theory", "gd"):
+        assert sum(out[side]["trials"]) <= 24 and len(out[side]["deltas"]) >= 2
