@@ -94,6 +94,14 @@ class Law:
     ValueError
         On inconsistent shapes, non-finite entries, an asymmetric ``D`` or
         invalid weights.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from dmftsolve import Law
+    >>> law = Law(D=np.array([1.0, 1.0, 3.0]), Vstar=np.array([-1.0, 0.0, 1.0]))
+    >>> law.n, law.m, law.k, law.kind
+    (3, 1, 1, 'monte_carlo')
     """
 
     D: np.ndarray

@@ -517,6 +517,20 @@ def outliers(
     Returns
     -------
     Outliers
+
+    Examples
+    --------
+    The r² neuron on ``min(z², 3)`` at initialisation, ``δ = 3``: the exact law
+    of ``(D, z)`` by quadrature, and the hard outlier below the bulk (the value
+    ``dmftsolve spectrum --activation quad --target "Min(z**2, 3)" --delta 3
+    --t 0`` prints, to its error):
+
+    >>> from dmftsolve import Law, Problem, outliers, restricted
+    >>> q, hard = restricted(Problem.build(target="Min(z**2, 3)", activation="quad", eta=0.05))
+    >>> law = Law.initial(q, nodes=60)
+    >>> res = outliers(law, law.Vstar[:, list(hard)], 3.0)
+    >>> [round(float(x), 2) for x in res.locations]
+    [-2.2]
     """
     t0 = time.perf_counter()
     unbounded_below = law_flag(D, unbounded_below, "below")
@@ -692,6 +706,20 @@ def training_outliers(
     Returns
     -------
     Outliers
+
+    Examples
+    --------
+    At ``t = 0`` (``M = 0``, ``Q = I``) on a sign-symmetric problem the hard
+    outlier is the one :func:`outliers` finds on the hard coordinates alone,
+    with no overlap with the learned directions:
+
+    >>> from dmftsolve import Law, Problem, outliers, restricted, training_outliers
+    >>> q, hard = restricted(Problem.build(target="Min(z**2, 3)", activation="quad", eta=0.05))
+    >>> law = Law.initial(q, nodes=60)
+    >>> res = training_outliers(law, None, None, [[0.0]], [[1.0]], 3.0, hard=hard, side="left")
+    >>> alone = outliers(law, law.Vstar[:, list(hard)], 3.0)
+    >>> bool(abs(res.locations[0] - alone.locations[0]) < 1e-8), res.outliers[0].parts["learned"] < 1e-12
+    (True, True)
     """
     if Vstar is None or V is None:
         if not isinstance(D, Law):

@@ -383,6 +383,17 @@ def bulk_spectrum(
     Returns
     -------
     BulkSpectrum
+
+    Examples
+    --------
+    With ``D ≡ 1`` the Hessian is a sample covariance and its bulk is
+    Marchenko–Pastur, with edges ``(1 ∓ 1/√δ)²``:
+
+    >>> import numpy as np
+    >>> from dmftsolve import bulk_spectrum
+    >>> b = bulk_spectrum(np.ones(1), 4.0, npoints=5)
+    >>> np.allclose([b.left_edge, b.right_edge], [(1 - 0.5) ** 2, (1 + 0.5) ** 2])
+    True
     """
     t0 = time.perf_counter()
     unbounded_below = law_flag(D, unbounded_below, "below")
