@@ -303,6 +303,15 @@ def expect(
         On invalid inputs.
     SolverError
         If ``throw`` and quadrature did not converge or values are non-finite.
+
+    Examples
+    --------
+    ``E[z²] = 2`` for ``z ~ N(0, 2)``:
+
+    >>> from dmftsolve import expect
+    >>> r = expect(lambda z: z[..., 0] ** 2, mean=[0.0], cov=[[2.0]])
+    >>> abs(r.value - 2.0) < 1e-12, r.method
+    (True, 'quadrature')
     """
     if not callable(func):
         raise ValueError(f"func must be callable, got {func!r}")

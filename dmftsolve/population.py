@@ -101,6 +101,18 @@ def population_loss(
     Expectation
         ``value`` is the population loss, ``error`` its error estimate
         (quadrature difference or Monte Carlo standard error).
+
+    Examples
+    --------
+    The r² neuron on ``y = z²``: at ``W = Θ*`` (``M = 1``, ``Q = 0``) it is the
+    target, loss 0; at ``W = 0`` the loss is ``E[y²]/2 = E[z⁴]/2 = 3/2``:
+
+    >>> from dmftsolve import Problem, population_loss
+    >>> p = Problem.build(target="z**2", activation="quad", eta=0.05)
+    >>> round(population_loss(p, M=[[1.0]], Q=[[0.0]]).value, 12)
+    0.0
+    >>> round(population_loss(p, M=[[0.0]], Q=[[0.0]]).value, 12)
+    1.5
     """
     if not isinstance(problem, Problem):
         raise ValueError(f"problem must be a Problem, got {problem!r}")

@@ -26,7 +26,13 @@ __all__ = ["Status", "SolverError", "Result", "jsonable", "git_commit", "format_
 
 
 class Status(enum.Enum):
-    """Outcome of a computation."""
+    """Outcome of a computation.
+
+    Examples
+    --------
+    >>> Status.SUCCESS.ok, Status("not_converged").ok, Status.NO_ROOT.value
+    (True, False, 'no_root')
+    """
 
     SUCCESS = "success"
     NONFINITE = "nonfinite"
@@ -40,7 +46,25 @@ class Status(enum.Enum):
 
 
 class SolverError(RuntimeError):
-    """Raised when a computation fails and ``throw=True`` (the default)."""
+    """Raised when a computation fails and ``throw=True`` (the default).
+
+    Parameters
+    ----------
+    message : str
+        What failed and why.
+    result : Result, optional
+        The failed result, with its diagnostics (``None`` if there is none).
+
+    Examples
+    --------
+    >>> r = Result(status=Status.NOT_CONVERGED, message="no bracket", settings={},
+    ...            diagnostics={}, elapsed=0.1)
+    >>> try:
+    ...     r.raise_for_status()
+    ... except SolverError as exc:
+    ...     print(exc, exc.result is r)
+    Result not_converged: no bracket True
+    """
 
     def __init__(self, message: str, result: Any = None) -> None:
         super().__init__(message)

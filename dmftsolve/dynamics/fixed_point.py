@@ -176,6 +176,18 @@ def solve_fixed_point(
     ------
     ValueError
         If the problem has a trained bias (``bias=True``): not supported.
+
+    Examples
+    --------
+    The r² neuron on ``z²`` with its hard direction held at zero, at a coarse
+    quadrature (20 nodes) so that it runs in a fraction of a second:
+
+    >>> from dmftsolve import Problem, solve_fixed_point
+    >>> from dmftsolve.dynamics.fixed_point import FixedPointSettings
+    >>> p = Problem.build(target="z**2", activation="quad", eta=0.05, hold_zero=[0])
+    >>> fp = solve_fixed_point(p, 4.0, settings=FixedPointSettings(nodes=20, tol=1e-6))
+    >>> fp.ok, fp.M.tolist(), fp.Q.shape
+    (True, [[0.0]], (1, 1))
     """
     start = time.perf_counter()
     if problem.bias:

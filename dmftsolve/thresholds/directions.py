@@ -163,6 +163,15 @@ def split_directions(
     ValueError
         On a bad ``tol`` or ``nodes``, or a latent dimension too large for the
         quadrature (``k`` plus one for noise above 5).
+
+    Examples
+    --------
+    ``y = z1 + z2²``: a linear step learns ``z1`` (``E[z1 y] ≠ 0``); ``z2`` is hard:
+
+    >>> from dmftsolve import split_directions
+    >>> s = split_directions("z1 + z2**2")
+    >>> s.easy.ravel().tolist(), s.hard.ravel().tolist(), s.hard_indices
+    ([1.0, 0.0], [0.0, 1.0], (1,))
     """
     if isinstance(target, Problem):
         target = target.target
