@@ -1,5 +1,5 @@
 """The figure scripts of ``validation/figures/`` and ``validation/results_table.py`` on their ``--quick``
-configurations (issue 11): each writes its PNG and JSON (or Markdown and JSON) into a temporary
+configurations: each writes its PNG and JSON (or Markdown and JSON) into a temporary
 directory, the JSON states the settings it ran with and holds finite numbers, and a second run
 with ``--replot`` redraws from the cache without computing anything.
 

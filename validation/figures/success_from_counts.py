@@ -3,14 +3,14 @@
 The full-size ``success_curves.py`` figure (GD's final cosine after 1000 / 2000 steps,
 d = 1000–4000, 40 trials per point) is estimated at ≈ 80 CPU-hours and has not been run.
 This script draws the same layout, **without running anything**, from the GD runs that
-issue 9 already made:
+the finite-d transition check already made:
 
 * **GD**: ``validation/results/gd_transition_counts.json``
   (``validation/gd_transition_counts.py``: single neuron, no bias, random start ``q0 = 1``,
   float32 data, ≥ 40 trials per δ near the transition, cosine recorded every 5 steps; 24 for the
   r² cases at d = 3000), d = 500, 1000, 2000, 3000, 4000 (the paper has 1000–4000). Horizon T =
   400 steps for GeLU (η = 0.5), 600 for r² (η = 0.1): shorter than ``success_curves.py``'s 1000
-  / 2000, so the curves sit at slightly larger δ (findings, "escape by step T"). Top row:
+  / 2000, so the curves sit at slightly larger δ (findings §1.4, §9.4). Top row:
   P(success), success = cosine first above 1/2 by step T (the theory's criterion), binomial
   standard error; the fraction whose *final* cosine is above 1/2 (the paper's criterion) is
   drawn as open markers. Bottom row: the final cosine's median and 30/70 % percentiles over the
