@@ -1,21 +1,23 @@
-"""Benchmark: the predicted success curve (theory) against the GD sweep that measures it.
+"""Benchmark: the cost of the predicted δ_50, against the GD experiment and the fixed grid.
 
-One ``d``, 8 values of δ, ``--units`` draws (theory) and trials (GD) per δ, the same horizon
-``T`` for both, in the same process, one BLAS thread, theory first then GD:
+One problem (``--target``, ``--m``), one ``d``, one process, one BLAS thread, in this order:
 
-* theory: :func:`dmftsolve.thresholds.finite_d_transition.transition` (default construction
-  ``"forced"``: one DMFT run of ``T`` steps with ``N = 2·10⁴`` paths per draw, whatever ``d``;
-  ``--construction finite_n`` uses ``N = δd``);
-* GD: :func:`dmftsolve.simulation.sweeps.sweep` (float32 data, one worker).
+1. **search** — :func:`dmftsolve.thresholds.finite_d_transition.transition` without a grid: the
+   self-bracketing search to ``--tol``, each draw stopping at its first passage (the default
+   ``dmftsolve transition``);
+2. **fixed grid** — the main job before the search existed: 6 δ × 16 draws on
+   ``--grid``, every draw run to step ``T`` (``stop_at_passage=False``);
+3. **GD** — ``--gd-trials`` float32 trials at the search's δ_50
+   (:func:`dmftsolve.simulation.simulator.simulate`), timed per trial.
 
-Equal error: both give a binomial success fraction per δ from the same number of units (the
-theory's ``m_0`` is stratified, so its error is at most the binomial one), so the curve "to
-the same error" costs the same number of units; the ratio of the two wall times is reported,
-with the time per unit of each. The cost per unit scales like ``N T²`` (theory, ``N`` fixed for
-``"forced"``) and ``δ d² T`` (GD): the ratio falls like ``1/d²`` as ``d`` grows.
+Equal error: a GD trial and a theory draw each give one Bernoulli outcome of the same success
+criterion (the theory's starts are stratified, so its error is at most the binomial one), so
+GD measures δ_50 to the search's error with as many trials as the search used draws, placed by
+the same search: GD's cost at equal error is the search's draw count times GD's time per trial
+near δ_50. Printed: the times, and the ratios GD / search and fixed grid / search, with the two
+δ_50 of the theory (they agree within their errors if nothing but the cost changed).
 
-Run ``python benchmarks/bench_transition.py [--d 1000] [--units 2] [--steps 400]
-[--construction forced] [--json]``.
+Run ``python benchmarks/bench_transition.py [--d 2000] [--m 1] [--tol 0.15] [--json]``.
 """
 
 from __future__ import annotations
@@ -25,44 +27,74 @@ import json
 import time
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from dmftsolve import Problem
-from dmftsolve.simulation.sweeps import sweep
+from dmftsolve.simulation.simulator import simulate
 from dmftsolve.thresholds.finite_d_transition import TransitionSettings, transition
 
-DELTAS = (5.0, 5.5, 6.0, 6.5, 7.0, 7.5, 8.0, 9.0)
 
-
-def main() -> None:
+def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--d", type=int, default=1000)
-    ap.add_argument("--units", type=int, default=2, help="draws (theory) = trials (GD) per δ")
+    ap.add_argument("--d", type=int, default=2000)
+    ap.add_argument("--target", default="z**2 - 1")
+    ap.add_argument("--activation", default="gelu")
+    ap.add_argument("--m", type=int, default=1)
+    ap.add_argument("--eta", type=float, default=0.5)
     ap.add_argument("--steps", type=int, default=400)
-    ap.add_argument("--construction", default="forced", choices=("forced", "quenched", "finite_n", "initial"))
+    ap.add_argument("--tol", type=float, default=0.15)
+    ap.add_argument("--start", type=float, default=None)
+    ap.add_argument("--grid", default="6,6.5,7,7.5,8,9", help="the fixed grid (6 δ × --grid-draws)")
+    ap.add_argument("--grid-draws", type=int, default=16)
+    ap.add_argument("--gd-trials", type=int, default=4)
+    ap.add_argument("--paths", type=int, default=20_000)
+    ap.add_argument("--skip-grid", action="store_true")
     ap.add_argument("--json", action="store_true")
-    args = ap.parse_args()
-    p = Problem.build(target="z**2 - 1", activation="gelu", eta=0.5, steps=args.steps)
-    t0 = time.perf_counter()
-    c = transition(p, args.d, DELTAS, settings=TransitionSettings(draws=args.units, seed=0,
-                                                                  construction=args.construction),
-                   throw=False)
-    t_theory = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    sw = sweep(p, args.d, DELTAS, trials=args.units, seed=0, progress=False, dtype=np.float32)
-    t_gd = time.perf_counter() - t0
-    units = len(DELTAS) * args.units
-    out = {"d": args.d, "steps": args.steps, "construction": args.construction, "deltas": DELTAS,
-           "units_per_delta": args.units,
-           "theory_seconds": t_theory, "gd_seconds": t_gd, "theory_per_unit": t_theory / units,
-           "gd_per_unit": t_gd / units, "ratio_theory_over_gd": t_theory / t_gd,
-           "theory_p": c.p.tolist(), "gd_p": sw.success_rate.tolist()}
-    if args.json:
+    a = ap.parse_args(argv)
+    p = Problem.build(target=a.target, activation=a.activation, m=a.m, eta=a.eta, steps=a.steps)
+    out: dict = {"d": a.d, "target": a.target, "activation": a.activation, "m": a.m, "steps": a.steps,
+                 "tol": a.tol, "paths": a.paths}
+    with threadpool_limits(1):
+        t0 = time.perf_counter()
+        s = TransitionSettings(draws=8, seed=0, tol=a.tol, start=a.start, n_paths=a.paths)
+        c = transition(p, a.d, None, settings=s, throw=False)
+        out["search_seconds"] = time.perf_counter() - t0
+        out["search_draws"] = int(c.draws.sum())
+        out["search_delta_50"] = [c.delta_50, c.delta_50_err]
+        out["search_status"] = c.status.value
+        if not a.skip_grid:
+            grid = [float(x) for x in a.grid.split(",")]
+            t0 = time.perf_counter()
+            gs = TransitionSettings(draws=a.grid_draws, seed=0, n_paths=a.paths, stop_at_passage=False)
+            g = transition(p, a.d, grid, settings=gs, throw=False)
+            out["grid_seconds"] = time.perf_counter() - t0
+            out["grid_draws"] = int(g.draws.sum())
+            out["grid_delta_50"] = [g.delta_50, g.delta_50_err]
+        x = float(np.round(c.delta_50, 2)) if np.isfinite(c.delta_50) else float(grid[len(grid) // 2])
+        t0 = time.perf_counter()
+        simulate(p, a.d, x, seed=0, trials=a.gd_trials, dtype=np.float32, record_every=5, n_test=512,
+                 throw=False)
+        per = (time.perf_counter() - t0) / a.gd_trials
+    out["gd_seconds_per_trial"] = per
+    out["gd_seconds_at_equal_error"] = per * out["search_draws"]
+    out["ratio_gd_over_search"] = out["gd_seconds_at_equal_error"] / out["search_seconds"]
+    if "grid_seconds" in out:
+        out["ratio_grid_over_search"] = out["grid_seconds"] / out["search_seconds"]
+    if a.json:
         print(json.dumps(out))
     else:
-        print(f"d = {args.d}, T = {args.steps}, 8 δ × {args.units} units")
-        print(f"theory ({args.construction}): {t_theory:.1f} s  ({t_theory / units:.2f} s per draw)")
-        print(f"GD sweep (float32):     {t_gd:.1f} s  ({t_gd / units:.2f} s per trial)")
-        print(f"time ratio theory / GD at equal error: {t_theory / t_gd:.2f}")
+        print(f"{a.activation}, {a.target}, m = {a.m}, d = {a.d}, T = {a.steps}, {a.paths} paths")
+        print(f"search:      {out['search_seconds']:.0f} s, {out['search_draws']} draws, "
+              f"delta_50 = {c.delta_50:.2f} ± {c.delta_50_err:.2f} ({c.status.value})")
+        if "grid_seconds" in out:
+            print(f"fixed grid:  {out['grid_seconds']:.0f} s, {out['grid_draws']} draws, "
+                  f"delta_50 = {out['grid_delta_50'][0]:.2f} ± {out['grid_delta_50'][1]:.2f}")
+        print(f"GD:          {per:.2f} s per trial at delta = {x:g}; "
+              f"{out['gd_seconds_at_equal_error']:.0f} s for {out['search_draws']} trials")
+        print(f"ratio GD / search at equal error: {out['ratio_gd_over_search']:.2f}")
+        if "ratio_grid_over_search" in out:
+            print(f"ratio fixed grid / search:        {out['ratio_grid_over_search']:.2f}")
+    return out
 
 
 if __name__ == "__main__":

@@ -126,6 +126,9 @@ class TransitionSettings:
         was not reached.
     start : float, optional
         Adaptive search: the first δ tried (default 6).
+    stop_at_passage : bool
+        End each draw's solve at its first passage (``DMFTSettings.stop_cosine``); the counts do
+        not depend on it (a draw's steps up to the passage are the same), only the cost.
     """
 
     steps: int | None = None
@@ -141,6 +144,7 @@ class TransitionSettings:
     tol: float = 0.15
     max_draws: int = 400
     start: float | None = None
+    stop_at_passage: bool = True
 
     def __post_init__(self) -> None:
         if self.steps is not None:
@@ -167,6 +171,8 @@ class TransitionSettings:
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
                 raise ValueError(f"{name} must be a positive finite number, got {v!r}")
         check_integer("max_draws", self.max_draws, 2)
+        if not isinstance(self.stop_at_passage, bool):
+            raise ValueError(f"stop_at_passage must be True or False, got {self.stop_at_passage!r}")
         if not 0.0 < float(self.success_cosine) < 1.0:
             raise ValueError(f"success_cosine must lie in (0, 1), got {self.success_cosine!r}")
 
@@ -480,7 +486,7 @@ def success_probability(problem: Problem, delta: float, d: int, *,
     starts = draw_starts(problem, delta, d, s, hard, batch)
     n = int(round(delta * d))
     first = batch * K
-    args = [(problem, delta, d, first + j, starts[j], s, T, hard, True) for j in range(K)]
+    args = [(problem, delta, d, first + j, starts[j], s, T, hard, s.stop_at_passage) for j in range(K)]
     if executor is None:
         outs = [_draw(*a) for a in args]
     else:
