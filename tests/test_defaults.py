@@ -77,14 +77,21 @@ def test_an_explicit_eta_wins() -> None:
     assert problem_from_args(args).training.eta == pytest.approx(0.3)
 
 
-@pytest.mark.parametrize("command", ["dmft", "simulate", "spectrum", "threshold", "transition"])
+ALL = ["alg-threshold", "dmft", "simulate", "spectrum", "threshold", "transition"]
+
+
+def test_all_commands_listed() -> None:
+    assert set(_parser().command_parsers) == set(ALL)  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("command", ALL)
 def test_seed_is_zero_everywhere(command: str) -> None:
     if command in PENDING:
         pytest.skip(PENDING[command])
     assert _parse(command).seed == DEFAULT_SEED
 
 
-@pytest.mark.parametrize("command", ["dmft", "simulate", "spectrum", "threshold", "transition"])
+@pytest.mark.parametrize("command", ALL)
 def test_progress_flag_everywhere(command: str) -> None:
     if command in PENDING:
         pytest.skip(PENDING[command])

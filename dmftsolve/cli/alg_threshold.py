@@ -4,9 +4,18 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 from typing import Any
 
-from dmftsolve.cli._common import add_output_arguments, emit, format_pm, format_table
+from dmftsolve.cli._common import (
+    add_output_arguments,
+    add_progress_argument,
+    add_seed_argument,
+    emit,
+    format_pm,
+    format_table,
+    want_progress,
+)
 
 _DESCRIPTION = (
     "Compute δ_alg, the weak-recovery threshold of optimal first-order (spectral/AMP) methods: "
@@ -38,8 +47,8 @@ def register(subparsers: Any) -> None:
                    help="auto (default): 'preimage' (exact, noiseless k=1), 'fibred' (exact, "
                         "noiseless k=2 monotone along z1 or z2 on every line, e.g. z1*z2), "
                         "'additive' (exact, y = h0(z) + c*eps), otherwise 'binned' (quasi-Monte Carlo)")
-    p.add_argument("--seed", type=int, default=0,
-                   help="random seed of the 'binned' method (default: %(default)s)")
+    add_seed_argument(p, "random seed of the 'binned' method")
+    add_progress_argument(p, "; one line before the work starts")
     add_output_arguments(p)
     p.set_defaults(func=run)
 
@@ -64,6 +73,9 @@ def run(args: argparse.Namespace) -> int:
     from dmftsolve.thresholds.weak_recovery import alg_threshold
 
     target = Target(args.target, k=args.k)
+    if want_progress(args):
+        print(f"dmftsolve alg-threshold: δ_alg of y = {target.expr} (method {args.method})",
+              file=sys.stderr, flush=True)
     res = alg_threshold(target, method=args.method, rtol=args.rtol, seed=args.seed, throw=False)
     payload = {
         "target": target.expr, "k": target.k, "delta_alg": res.delta_alg,
