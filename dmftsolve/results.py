@@ -72,7 +72,28 @@ class SolverError(RuntimeError):
 
 
 def jsonable(obj: Any) -> Any:
-    """Convert numpy arrays, enums, dataclasses and non-finite floats to JSON-ready values."""
+    """Convert numpy arrays, enums, dataclasses and non-finite floats to JSON-ready values.
+
+    Not a ``json.JSONEncoder`` subclass: its ``default`` hook is never called for floats, so
+    it cannot turn NaN/inf into ``null`` (strict JSON); ``orjson`` can, but is a compiled
+    dependency for one function.
+
+    Parameters
+    ----------
+    obj : Any
+        A result field: nested dicts, lists, tuples, arrays, enums, dataclasses, numbers.
+
+    Returns
+    -------
+    Any
+        The same structure of dicts, lists, str, int, float, bool and None
+        (non-finite floats become None).
+
+    Examples
+    --------
+    >>> jsonable({"x": np.array([1.0, np.nan]), "s": Status.SUCCESS, 3: np.int64(2)})
+    {'x': [1.0, None], 's': 'success', '3': 2}
+    """
     if isinstance(obj, enum.Enum):
         return obj.value
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
