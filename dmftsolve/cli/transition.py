@@ -68,8 +68,8 @@ does; m neurons cost about m^2 times more). Draws run on --workers processes.
 simulate` runs); their probit delta_50 is printed beside the theory's.
 
 Examples:
-  dmftsolve transition                                      # GeLU, z**2 - 1, d = 2000
-  dmftsolve transition --target "z**2" --d 1000 --tol 0.3
+  dmftsolve transition                                      # GeLU on z**2, d = 1000
+  dmftsolve transition --target "z**2 - 1" --d 2000 --tol 0.3
   dmftsolve transition --m 2 --d 1000 --start 3.5
   dmftsolve transition --target "z**2 - 1" --d 1000 --delta 5.5,6,6.5,7,7.5,8.5 --draws 16
 """
@@ -79,9 +79,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("transition", help="predicted GD success curve over delta at finite d, "
                                                  "and delta_50", description=DESCRIPTION,
                               formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_problem_arguments(p, eta=0.5, steps=400, target="z**2 - 1")
+    add_problem_arguments(p)
     g = p.add_argument_group("transition")
-    g.add_argument("--d", type=positive_int("--d", 10**7), default=2000,
+    g.add_argument("--d", type=positive_int("--d", 10**7), default=1000,
                    help="input dimension d (default: %(default)s)")
     g.add_argument("--delta", type=floats, default=None,
                    help="comma-separated sample ratios (default: none, the transition is found by "
