@@ -15,7 +15,9 @@ and test loss and cosine. Outputs in ``validation/results/``:
 ``dmft_vs_simulation.md`` (tables), ``dmft_vs_simulation.json`` (all numbers)
 and ``dmft_vs_simulation.png`` (trajectories and gap vs d).
 
-Run: ``python validation/dmft_vs_simulation.py [--quick]`` (about 10 min on 2 cores).
+Run: ``python validation/dmft_vs_simulation.py [--quick]`` (about 10 min on 2 cores);
+``--tiny`` (d = 60, 2 trials, 2000 paths; seconds, for ``tests/test_validation_checks.py``) with
+``--out-dir DIR`` writes elsewhere; ``--plot`` redraws the figure from the committed JSON.
 """
 
 from __future__ import annotations
@@ -38,6 +40,8 @@ QUICK = "--quick" in sys.argv
 DS = (500, 1000) if QUICK else (500, 1000, 2000, 4000)
 TRIALS = {500: 8, 1000: 6, 2000: 4, 4000: 3}
 N_PATHS = 50_000 if QUICK else 200_000
+#: the test's configuration (``--tiny``): every case at one small d
+TINY = {"ds": (60,), "trials": {60: 2}, "n_paths": 2000}
 
 CASES = {
     "gelu_z2_hold": (Problem.build(target="z**2", activation="gelu", eta=0.2, steps=50,
@@ -81,18 +85,23 @@ def sim_curves(s) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     return {k: (a.mean(axis=0), a.std(axis=0, ddof=1) / math.sqrt(n)) for k, a in arrays.items()}
 
 
-def main() -> None:
-    OUT.mkdir(exist_ok=True)
+def main(argv: list[str] | None = None) -> dict:
+    """Run the comparison (``--quick``, ``--tiny``, ``--out-dir``) and write its outputs."""
+    argv = sys.argv[1:] if argv is None else argv
+    out = Path(argv[argv.index("--out-dir") + 1]) if "--out-dir" in argv else OUT
+    ds, trials, n_paths = ((TINY["ds"], TINY["trials"], TINY["n_paths"]) if "--tiny" in argv
+                           else (DS, TRIALS, N_PATHS))
+    out.mkdir(parents=True, exist_ok=True)
     t_all = time.perf_counter()
-    results: dict = {"settings": {"d": DS, "trials": TRIALS, "n_paths": N_PATHS}, "cases": {}}
+    results: dict = {"settings": {"d": ds, "trials": trials, "n_paths": n_paths}, "cases": {}}
     for name, (p, delta) in CASES.items():
         t0 = time.perf_counter()
-        r = solve_dmft(p, delta, n_paths=N_PATHS, seed=2024)
+        r = solve_dmft(p, delta, n_paths=n_paths, seed=2024)
         dm = dmft_curves(r)
         case = {"problem": p.to_dict(), "delta": delta, "dmft_seconds": r.elapsed,
                 "dmft": {k: {"value": v, "err": e} for k, (v, e) in dm.items()}, "sim": {}}
-        for d in DS:
-            s = simulate(p, d=d, delta=delta, seed=d, trials=TRIALS[d])
+        for d in ds:
+            s = simulate(p, d=d, delta=delta, seed=d, trials=trials[d])
             sc = sim_curves(s)
             gaps = {}
             for key, (v, e) in dm.items():
@@ -109,13 +118,14 @@ def main() -> None:
         case["seconds"] = time.perf_counter() - t0
         results["cases"][name] = case
     results["total_seconds"] = time.perf_counter() - t_all
-    (OUT / "dmft_vs_simulation.json").write_text(json.dumps(jsonable(results)))
-    write_markdown(results)
-    plot(results)
+    (out / "dmft_vs_simulation.json").write_text(json.dumps(jsonable(results)))
+    write_markdown(results, out)
+    plot(results, out)
     print(f"total {results['total_seconds']:.0f} s")
+    return results
 
 
-def write_markdown(results: dict) -> None:
+def write_markdown(results: dict, out: Path = OUT) -> None:
     keys = ("gram_diag", "M_abs", "train_loss", "test_loss", "cosine")
     lines = ["# DMFT vs finite-d GD", "",
              f"DMFT: {results['settings']['n_paths']} paths, Stein responses, replicate errors. "
@@ -144,7 +154,7 @@ def write_markdown(results: dict) -> None:
                          f"{last[k]['mean'][T]:.4f} ± {last[k]['se'][T]:.4f} |")
         lines.append("")
     lines.append(f"Total time {results['total_seconds']:.0f} s.")
-    (OUT / "dmft_vs_simulation.md").write_text("\n".join(lines) + "\n")
+    (out / "dmft_vs_simulation.md").write_text("\n".join(lines) + "\n")
 
 
 #: each case in words, for the figure
@@ -159,7 +169,7 @@ QUANTITY_NAMES = {"gram_diag": "‖w_t‖²", "train_loss": "train loss", "cosin
                   "M_abs": "|overlap M_t|"}
 
 
-def plot(results: dict) -> None:
+def plot(results: dict, out: Path = OUT) -> None:
     """Top row: the DMFT's curves against GD's (GD's points darker at larger d); bottom row: the
     largest gap over t against d, with the 1/√d reference."""
     try:
@@ -206,7 +216,7 @@ def plot(results: dict) -> None:
             ax.legend(fontsize=7, frameon=False, loc="lower left")
     fig.suptitle("DMFT against finite-d GD over a finite horizon", fontsize=11)
     fig.tight_layout(rect=(0, 0, 1, 1 - 0.4 / fig.get_figheight()))
-    fig.savefig(OUT / "dmft_vs_simulation.png", dpi=110)
+    fig.savefig(out / "dmft_vs_simulation.png", dpi=110)
     plt.close(fig)
 
 

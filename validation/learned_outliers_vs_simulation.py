@@ -28,7 +28,8 @@ predicted part of the spike subspace.
 
 Outputs: ``validation/results/learned_outliers_vs_simulation.{md,json}``.
 Run: ``python validation/learned_outliers_vs_simulation.py [--quick]`` (about 10 min on one
-core; ``--quick`` about 1 min).
+core; ``--quick`` about 1 min; ``--tiny`` seconds, for ``tests/test_validation_checks.py``;
+``--out-dir DIR`` writes elsewhere).
 """
 
 from __future__ import annotations
@@ -53,12 +54,15 @@ from dmftsolve.hessian.outlier_equation import training_outliers  # noqa: E402
 from dmftsolve.results import jsonable  # noqa: E402
 from dmftsolve.simulation.simulator import dense_hessian_matrix  # noqa: E402
 
-OUT = Path(__file__).resolve().parent / "results"
+OUT = (Path(sys.argv[sys.argv.index("--out-dir") + 1]) if "--out-dir" in sys.argv[:-1]
+       else Path(__file__).resolve().parent / "results")
 QUICK = "--quick" in sys.argv
-N_PATHS = 20_000 if QUICK else 60_000
-N_SEEDS = 2 if QUICK else 5
-DS = (600,) if QUICK else (1000, 2000)
-TRIALS = 1 if QUICK else 2
+#: the test's configuration (``--tiny``, seconds)
+TINY = "--tiny" in sys.argv
+N_PATHS = 4000 if TINY else 20_000 if QUICK else 60_000
+N_SEEDS = 2 if QUICK or TINY else 5
+DS = (150,) if TINY else (600,) if QUICK else (1000, 2000)
+TRIALS = 1 if QUICK or TINY else 2
 
 
 def cases() -> dict[str, dict[str, Any]]:
@@ -153,7 +157,7 @@ def summarize(th: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def main() -> None:
-    OUT.mkdir(exist_ok=True)
+    OUT.mkdir(parents=True, exist_ok=True)
     t_all = time.perf_counter()
     results: dict[str, Any] = {"n_paths": N_PATHS, "n_seeds": N_SEEDS, "ds": DS, "trials": TRIALS}
     with threadpool_limits(1):
