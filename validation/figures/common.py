@@ -27,7 +27,9 @@ import math
 import os
 import shlex
 import sys
+import tempfile
 import time
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Executor, ProcessPoolExecutor
 from pathlib import Path
@@ -138,23 +140,64 @@ class PointCache:
         return self.dir / f"{settings_key(settings)}.json"
 
     def get(self, settings: dict[str, Any]) -> Any | None:
-        """The cached value for ``settings``, or None."""
+        """The cached value for ``settings``, or None.
+
+        An entry that does not parse (truncated by a crash of an older writer, or edited by
+        hand) or lacks a ``value`` is discarded with a warning and reported as a miss, so
+        the point is recomputed instead of failing every later run.
+        """
         p = self.path(settings)
-        if not p.exists():
+        try:
+            with p.open("rb") as fh:
+                rec = json.loads(fh.read().decode("utf-8"))
+        except FileNotFoundError:
             return None
-        with p.open() as fh:
-            rec = json.load(fh)
+        except (ValueError, UnicodeDecodeError, OSError) as exc:  # JSONDecodeError is a ValueError
+            self._discard(p, f"{type(exc).__name__}: {exc}")
+            return None
+        if not isinstance(rec, dict) or "value" not in rec:
+            self._discard(p, "no 'value' field")
+            return None
         return rec["value"]
 
+    def _discard(self, path: Path, reason: str) -> None:
+        """Remove a corrupt entry (warning once, naming the file and the reason)."""
+        warnings.warn(f"cache entry {path} is corrupt ({reason[:200]}); discarded, the point is "
+                      "recomputed", RuntimeWarning, stacklevel=3)
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+
     def put(self, settings: dict[str, Any], value: Any) -> Any:
-        """Store ``value`` (made JSON-ready) for ``settings``; return the stored form."""
+        """Store ``value`` (made JSON-ready) for ``settings``; return the stored form.
+
+        Atomic and safe with concurrent writers: the record is written to a temporary file
+        of a unique name in the same directory (:func:`tempfile.mkstemp`), flushed and
+        ``fsync``-ed, then renamed over ``<key>.json`` with :func:`os.replace`. A reader sees
+        the old entry or the new one, never a partial file, and a writer killed mid-write
+        (even by ``kill -9``) leaves only its own ``.<key>.*.tmp``, never a published
+        entry that does not parse.
+        """
         self.dir.mkdir(parents=True, exist_ok=True)
         rec = {"settings": jsonable(settings), "value": jsonable(value), "stored": time.time()}
+        text = json.dumps(rec, allow_nan=True)
         p = self.path(settings)
-        tmp = p.with_suffix(".tmp")
-        with tmp.open("w") as fh:
-            json.dump(rec, fh, allow_nan=True)
-        os.replace(tmp, p)
+        fd, tmp = tempfile.mkstemp(dir=self.dir, prefix=f".{p.stem}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(text)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, p)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+        with contextlib.suppress(OSError):  # make the rename itself durable
+            dir_fd = os.open(self.dir, os.O_RDONLY)
+            try:
+                os.fsync(dir_fd)
+            finally:
+                os.close(dir_fd)
         return rec["value"]
 
     def get_or_compute(self, settings: dict[str, Any], compute: Callable[..., Any], *args: Any,
