@@ -184,3 +184,28 @@ def test_width_transition_script_tiny(load_validation) -> None:  # noqa: ANN001
     out = mod.main(["--tiny"])
     for side in ("theory", "gd"):
         assert sum(out[side]["trials"]) <= 24 and len(out[side]["deltas"]) >= 2
+
+
+def test_long_time_rule_at_width_two_picks_the_safe_null_rtol(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The long-time rule at m >= 2 runs its DMFTs with null_rtol = 1e-3 unless told otherwise;
+    width 1, a finite t, or an explicit value keep what they had."""
+    import dmftsolve.thresholds.hessian_threshold as ht
+
+    seen: list = []
+
+    class Stop(Exception):
+        pass
+
+    def capture(problem, t, times, settings, *args):  # noqa: ANN001, ANN002, ANN202
+        seen.append(settings.null_rtol)
+        raise Stop
+
+    monkeypatch.setattr(ht, "_run_replicates", capture)
+    cases = [(2, None, None, ht.LONG_NULL_RTOL_WIDE), (1, None, None, None), (2, 2, None, None),
+             (2, None, 1e-5, 1e-5)]
+    for m, t, given_rtol, want in cases:
+        p = Problem.build(target="z**2", activation="gelu", m=m)
+        with pytest.raises(Stop):
+            ht.delta_nn(p, t, settings=ht.ThresholdSettings(null_rtol=given_rtol))
+        assert seen[-1] == want
+    assert ht.LONG_NULL_RTOL_WIDE == 1e-3
