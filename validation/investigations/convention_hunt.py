@@ -996,48 +996,58 @@ def _arr(x: list[float | None]) -> Array:
 
 
 def plot(res: dict[str, Any]) -> None:
-    """Success rate vs δ (one colour per variant, line style per d) and the Figure 2 trajectories."""
+    """Success rate vs δ (one colour per variant, line style per d, legends under the panels) and
+    the Figure 2 trajectories."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 3, figsize=(18, 5.2))
+    fig, axes = plt.subplots(1, 3, figsize=(19, 7.4))
+    fig.subplots_adjust(bottom=0.36, top=0.88, wspace=0.25, left=0.05, right=0.99)
     dims = sorted({e["d"] for e in res["sweeps"].values()})
     styles = dict(zip(dims, ["-", "--", ":", "-."], strict=False))
     palette = [*plt.get_cmap("tab10").colors, "black", "gold", "navy"]
     colour: dict[str, Any] = {}
+    words = {v["key"]: v["label"] for v in res.get("variants", {}).values()}
     for prefix in ("V", "Q"):
         keys = sorted({e["variant"] for e in res["sweeps"].values() if e["variant"].startswith(prefix)})
         colour.update({k: palette[i % len(palette)] for i, k in enumerate(keys)})
+    neuron = {"gelu": "GeLU neuron, η = 0.5, 1000 steps", "quad": "r² neuron, η = 0.1, 2000 steps"}
     for ax, prefix, act in ((axes[0], "V", "gelu"), (axes[1], "Q", "quad")):
-        for e in res["sweeps"].values():
+        for e in sorted(res["sweeps"].values(), key=lambda e: (e["variant"], e["d"])):
             if not e["variant"].startswith(prefix) or e["variant"] == "V2a":  # V2a ≡ V1
                 continue
             r = e["rows"][e["variant"]]  # the row at the variant's own T (not the V3/Q3 continuations)
-            ax.errorbar(e["deltas"], [p["rate"] for p in r["per_delta"]],
-                        yerr=[p["stderr"] for p in r["per_delta"]], ls=styles[e["d"]], marker="o", ms=3,
-                        capsize=2, color=colour[e["variant"]], label=f"{e['variant']} d={e['d']}")
-        ax.axvline(PAPER[act], color="k", lw=2, alpha=0.4, label=f"paper ≈ {PAPER[act]}")
+            rate = np.array([p["rate"] for p in r["per_delta"]], float)
+            err = np.array([p["stderr"] for p in r["per_delta"]], float)
+            ax.errorbar(e["deltas"], rate, yerr=np.vstack([np.minimum(err, rate), np.minimum(err, 1 - rate)]),
+                        ls=styles[e["d"]], marker="o", ms=3, capsize=2, color=colour[e["variant"]],
+                        label=f"{words.get(e['variant'], e['variant'])}, d = {e['d']}")
+        ax.axvline(PAPER[act], color="k", lw=2, alpha=0.4, label=f"paper's threshold ≈ {PAPER[act]}")
         ax.set_xlabel("δ = n/d")
-        ax.set_ylabel("success rate (cosine > 1/2)")
-        ax.set_title(f"{act}: " + ", ".join(f"{styles[d]} d={d}" for d in dims))
-        ax.set_ylim(-0.05, 1.05)
-        ax.legend(fontsize=6, ncol=2)
+        ax.set_ylabel("GD success rate (final cosine > 1/2)")
+        ax.set_title(f"{neuron[act]}, y = z² unless said\nline style: "
+                     + ", ".join(f"{styles[d]} d = {d}" for d in dims), fontsize=10)
+        ax.set_ylim(-0.03, 1.03)
+        ax.legend(fontsize=6.5, ncol=2, loc="upper center", bbox_to_anchor=(0.5, -0.12), frameon=False)
     ax = axes[2]
     for key, f2 in res["fig2"].items():
         s = np.asarray(f2["steps"], dtype=float)
-        line, = ax.plot(s, _arr(f2["train_loss"]), label=f"{key} train loss (d={f2['d']})")
-        ax.plot(s, _arr(f2["test_loss"]), ls="--", color=line.get_color(), label=f"{key} test loss")
-        ax.plot(s, _arr(f2["cosine"]), ls=":", color=line.get_color(), label=f"{key} cosine")
-    ax.axhline(0.6, color="k", lw=0.8, alpha=0.5)
+        name = words.get(key, key)
+        line, = ax.plot(s, _arr(f2["train_loss"]), label=f"{name}: train loss (d = {f2['d']})")
+        ax.plot(s, _arr(f2["test_loss"]), ls="--", color=line.get_color(), label=f"{name}: test loss")
+        ax.plot(s, _arr(f2["cosine"]), ls=":", color=line.get_color(), label=f"{name}: cosine with θ*")
+    ax.axhline(0.6, color="k", lw=0.8, alpha=0.5, label="paper's plateau ≈ 0.6")
     ax.set_xscale("symlog", linthresh=10)
     ax.set_xlim(0, max([f2["steps"][-1] for f2 in res["fig2"].values()], default=1))
     ax.set_xlabel("GD step (symlog)")
-    ax.set_title("Figure 2 set-up: GeLU, δ = 17.5, one run")
-    ax.legend(fontsize=7)
-    fig.tight_layout()
+    ax.set_ylabel("loss (y − f)²/2, or cosine")
+    ax.set_title("The paper's Figure 2 set-up: GeLU, d = 5000, δ = 17.5, one run each", fontsize=10)
+    ax.legend(fontsize=7, ncol=2, loc="upper center", bbox_to_anchor=(0.5, -0.12), frameon=False)
+    fig.suptitle("Which set-up change moves GD's transition towards the paper's? (8 trials per δ)")
     fig.savefig(OUT / "convention_hunt.png", dpi=110)
+    plt.close(fig)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -264,7 +264,7 @@ def _plot(sim: dict, runs: dict) -> None:
             ax[0].plot(z["gram"], color="navy" if N >= 100_000 else styles[meth], lw=0.8, alpha=0.7,
                        ls="-" if N >= 40_000 else ":",
                        label=f"DMFT {meth} N={N} T={T}" if i == 0 else None)
-    ax[0].set(xlabel="t", ylabel="‖w_t‖²", title="Gram: DMFT seeds vs GD")
+    ax[0].set(xlabel="GD step t", ylabel="‖w_t‖²", title="‖w_t‖²: DMFT seeds against GD")
     ax[0].legend(fontsize=7)
     pw, st = runs.get(("pathwise", 100, 40_000), []), runs.get(("stein", 100, 40_000), [])
     for name, rs, c in (("pathwise", pw, "tab:red"), ("stein", st, "tab:blue")):
@@ -278,10 +278,14 @@ def _plot(sim: dict, runs: dict) -> None:
             rc = [z["R"][s, 1: s + 1] @ z["Cg"][:s, s - 1] for s in t]
             ax[2].plot(t, rc, color=c, lw=0.8, ls="--",
                        label=f"(R C_g)(t,t−1) {name}" if i == 0 else None)
-    ax[1].set(xlabel="t", title="gauge-dependent kernel entries (N=40000)")
+    ax[1].set(xlabel="GD step t", ylabel="kernel entry",
+              title="Gauge-dependent kernel entries (N = 40000 paths)")
     ax[1].legend(fontsize=7)
-    ax[2].set(xlabel="t", title="gauge-invariant combinations (N=40000)")
+    ax[2].set(xlabel="GD step t", ylabel="value",
+              title="Gauge-invariant combinations (N = 40000 paths)")
     ax[2].legend(fontsize=7)
+    fig.suptitle(f"DMFT at long times: GeLU neuron, y = z², δ = {DELTA}, η = {ETA}, "
+                 "hard direction held at zero", fontsize=10)
     fig.tight_layout()
     fig.savefig(OUT / "dmft_long_time.png", dpi=110)
 
