@@ -25,7 +25,7 @@ from dmftsolve.results import binomial_error, format_binomial
 
 #: Commands whose defaults another change switches to the common ones (issue 29): checked
 #: once they take them; until then skipped with the reason.
-PENDING: dict[str, str] = {"transition": "the transition command switches in its own change"}
+PENDING: dict[str, str] = {}
 
 #: The smallest valid command line per command (required options only).
 REQUIRED: dict[str, list[str]] = {"dmft": ["--delta", "2"], "spectrum": ["--delta", "2"]}
