@@ -129,3 +129,27 @@ def test_spectrum_and_dmft_and_thresholds_figures_from_committed_json(
         else:
             mod.plot(res)
         assert is_png(out / f"{name}.png"), name
+
+
+def test_transition_curve_tiny(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                               load_validation: Callable[[str], ModuleType]) -> None:
+    """One theory curve of ``transition_vs_simulation`` (2 δ, 2 draws, 400 kernel paths, 40 steps)
+    joined with GD's committed counts at the same d, written to a temporary JSON."""
+    tvs = load_validation("transition_vs_simulation")
+    monkeypatch.setattr(tvs, "JSON", tmp_path / "transition_vs_simulation.json")
+    case = {**tvs.CASES["gelu_z2m1"], "T": 40}
+    from dmftsolve import Problem
+
+    p = Problem.build(target=case["target"], activation=case["activation"], eta=case["eta"], steps=40)
+    res: dict = {"curves": {}}
+    tvs.run_curve(res, "tiny", "gelu_z2m1", case, p, 1000, (6.0, 12.0), "forced", 2, n_paths=400,
+                  force_weights="paired", write_report=False)
+    c = res["curves"]["tiny"]
+    assert np.asarray(c["draws"]).tolist() == [2, 2] and np.asarray(c["deltas"]).tolist() == [6.0, 12.0]
+    assert np.all((np.asarray(c["p"]) >= 0) & (np.asarray(c["p"]) <= 1))
+    assert all(-1 <= e <= 40 for steps in c["escape_steps"] for e in np.asarray(steps).tolist())  # -1: none
+    # GD's 40-trial counts ran to step 400, so at this horizon (40) GD's successes are re-read
+    # by step 40 from the older convention-hunt runs
+    assert c["gd"] is None or c["gd"]["by_step"] == 40
+    saved = json.loads((tmp_path / "transition_vs_simulation.json").read_text())
+    assert "tiny" in saved["curves"]
