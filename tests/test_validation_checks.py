@@ -4,8 +4,11 @@ figures redrawn from the committed JSON into a temporary directory.
 ``dmft_vs_simulation``, ``thresholds_vs_simulation`` and ``learned_outliers_vs_simulation`` run
 with ``--tiny --out-dir``: every output is written, the numbers are finite, and what holds
 whatever the sample holds (the DMFT's ‖w_0‖² is q0 = 1, GD's is ‖w_0‖² ≈ 1; success rates are
-rates). The figure functions of ``transition_vs_simulation``, ``spectrum_vs_simulation``,
+rates). One theory curve of ``transition_vs_simulation`` runs end to end on a tiny setting.
+The figure functions of ``transition_vs_simulation``, ``spectrum_vs_simulation``,
 ``dmft_vs_simulation`` and ``thresholds_vs_simulation`` redraw from the committed results.
+(``gd_transition_counts``, ``hard_overlap_vs_simulation``, ``spectrum_vs_simulation`` and
+``results_table`` have their own test files.)
 """
 
 from __future__ import annotations
