@@ -197,7 +197,7 @@ class _Pieces:
     """
 
     def __init__(self, expr: sp.Expr | None, z: sp.Symbol | None, *, h: Any = None, dh: Any = None,
-                 grid: int = _GRID):
+                 grid: int = _GRID, max_pieces: int | None = None):
         if expr is not None:
             self.h = compile_expression(expr, [z])
             self.dh = compile_expression(derivatives(expr, z, 1)[1], [z])
@@ -218,11 +218,10 @@ class _Pieces:
         dmax = np.maximum(np.abs(d[1:]), np.abs(d[:-1]))
         jump = np.abs(np.diff(hv)) > 10 * dmax * step + 1e-12 * (1 + np.abs(hv[1:]))
         change = np.nonzero((cls[1:] != cls[:-1]) | jump)[0]
-        if len(change) + 1 > MAX_PIECES:
-            raise _TooManyPieces(
-                f"the link has {len(change) + 1} monotone or flat pieces on [-12, 12], more than "
-                f"the {MAX_PIECES} the exact quadrature methods work through in reasonable time "
-                "(e.g. sin(1000*z)); use method 'binned' (Monte Carlo)")
+        n_pieces = len(change) + 1
+        cap = MAX_PIECES if max_pieces is None else max_pieces
+        if n_pieces > cap:
+            raise _TooManyPieces(n_pieces, cap)
         bounds = []
         for i in change:
             a, b, ca = grid[i], grid[i + 1], cls[i]
@@ -318,9 +317,9 @@ def _dropped_ends(raw: Any, a: float, b: float) -> np.ndarray:
     return total
 
 
-def _preimage(target: Target, rtol: float) -> dict[str, Any]:
+def _preimage(target: Target, rtol: float, max_pieces: int | None = None) -> dict[str, Any]:
     z = target.symbols[0]
-    pieces = _Pieces(target.sympy_expr, z)
+    pieces = _Pieces(target.sympy_expr, z, max_pieces=max_pieces)
     crit_values = sorted({v for (_, _, a, b) in pieces.monotone for v in (a, b)})
 
     def raw(x: np.ndarray, which: np.ndarray) -> np.ndarray:
@@ -487,7 +486,7 @@ def _fibre_axis(target: Target) -> int | None:
     return None
 
 
-def _fibred(target: Target, rtol: float, axis: int = 1) -> dict[str, Any]:
+def _fibred(target: Target, rtol: float, axis: int = 1, max_pieces: int | None = None) -> dict[str, Any]:
     """Noiseless ``k = 2``: ``p(y) E[ψ | y] = ∫ φ(z1) Σ_b ψ(z1, z2_b) φ(z2_b)/|∂₂h| dz1`` (coarea along z2).
 
     ``z2_b`` runs over the preimages of ``y`` on the fibre ``z2 ↦ h(z1, z2)``
@@ -535,7 +534,8 @@ def _fibred(target: Target, rtol: float, axis: int = 1) -> dict[str, Any]:
 
     def fibre(c: float) -> np.ndarray:
         acc = np.zeros((6, yf.size))
-        pieces = _Pieces(None, None, h=lambda v: h2(c, v), dh=lambda v: d2(c, v), grid=_FIBRE_GRID)
+        pieces = _Pieces(None, None, h=lambda v: h2(c, v), dh=lambda v: d2(c, v), grid=_FIBRE_GRID,
+                         max_pieces=max_pieces)
         for lo, hi, ya, yb in pieces.monotone:
             inside = (yf > ya) & (yf < yb)
             if not inside.any():
@@ -793,13 +793,25 @@ def _binned(target: Target, n_samples: int, n_scrambles: int, rng: np.random.Gen
 # --------------------------------------------------------------------------- standardisation
 #: Largest latent dimension the binned Monte Carlo method takes (it averages over 2^k sign flips).
 MAX_BINNED_K = 10
-#: Most monotone pieces of ``h`` on [-12, 12] the exact "preimage" method works through
-#: (each costs a root search and a quadrature: ``sin(1000*z)`` has about 7600).
-MAX_PIECES = 400
+#: Most monotone pieces of ``h`` on [-12, 12] the exact methods work through. Every
+#: quadrature node solves for the preimages on every piece, so the time grows like the
+#: square of the count: measured 17 s for ``sin(2*z)`` (15 pieces), 56 s for ``sin(4*z)``
+#: (31), 204 s for ``sin(8*z)`` (61); ``sin(1000*z)`` has about 7600.
+MAX_PIECES = 20
+#: Seconds per squared piece count of the "preimage" method (the measurements above).
+_SECONDS_PER_PIECE2 = 0.06
 
 
 class _TooManyPieces(ValueError):
     """``h`` has more monotone pieces than :data:`MAX_PIECES`: the exact methods would crawl."""
+
+    def __init__(self, pieces: int, cap: int) -> None:
+        self.pieces = pieces
+        self.seconds = _SECONDS_PER_PIECE2 * pieces**2
+        super().__init__(
+            f"the link has {pieces} monotone or flat pieces on [-12, 12], more than the "
+            f"{cap} the exact quadrature works through (its time grows like the square "
+            f"of the count: about {self.seconds:.3g} s here); use method 'binned' (Monte Carlo)")
 
 
 def _strip_constants(expr: sp.Expr, syms: list[sp.Symbol]) -> sp.Expr:
@@ -1057,6 +1069,7 @@ def alg_threshold(
     n_scrambles: int = 16,
     seed: Any = 0,
     throw: bool = True,
+    max_pieces: int = MAX_PIECES,
 ) -> AlgThreshold:
     """Weak-recovery threshold ``δ_alg`` of the target (see the module docstring).
 
@@ -1080,6 +1093,11 @@ def alg_threshold(
     throw : bool
         Raise :class:`~dmftsolve.results.SolverError` unless the status is
         ``SUCCESS`` (default).
+    max_pieces : int
+        Most monotone pieces of ``h`` (on ``[-12, 12]``, or on a fibre) the exact
+        methods take on (default :data:`MAX_PIECES`); their time grows like the
+        square of the count (about ``0.06 s × pieces²``). Past it ``"auto"`` uses
+        ``"binned"`` and an explicit ``"preimage"``/``"fibred"`` is refused at once.
 
     Returns
     -------
@@ -1106,6 +1124,8 @@ def alg_threshold(
     start = time.perf_counter()
     original = _as_target(target_or_problem)
     _check_alg_inputs(method, rtol, n_samples, n_scrambles)
+    if isinstance(max_pieces, bool) or not isinstance(max_pieces, (int, np.integer)) or max_pieces < 1:
+        raise ValueError(f"max_pieces must be an integer >= 1, got {max_pieces!r}")
     gen = as_generator(seed)
     auto = method == "auto"
     # the computation runs on an equivalent label: no constant offset or factor, and (auto)
@@ -1120,16 +1140,20 @@ def alg_threshold(
         diagnostics["standardized_target"] = target.expr
 
     fibred_out = None
+    fell_back = False  # from an exact method to the binned one, for too many pieces
     if method in ("preimage", "fibred"):
         try:
             if method == "preimage":
-                preimage_out = _preimage(target, rtol)
+                preimage_out = _preimage(target, rtol, max_pieces)
             else:
-                fibred_out = _fibred(target, rtol, _fibre_axis(target))
+                fibred_out = _fibred(target, rtol, _fibre_axis(target), max_pieces)
         except _TooManyPieces as exc:
             if not auto:
-                raise ValueError(f"method={method!r}: {exc}") from None
-            notes.append(f"{exc}: used the binned Monte Carlo method")
+                raise ValueError(f"method={method}: {str(exc).split('; use method')[0]}; use the "
+                                 "binned method (Monte Carlo), or raise max_pieces to wait") from None
+            notes.append(f"{exc.pieces} monotone pieces: the exact quadrature would take about "
+                         f"{exc.seconds:.2g} s, used the binned Monte Carlo method")
+            fell_back = True
             method = "binned"
             settings["method"] = method
     if method == "binned" and k > MAX_BINNED_K:
@@ -1161,6 +1185,12 @@ def alg_threshold(
     status, lam, lam_err, triv, trivial, zero_tol, accept = branch
     diagnostics.update({"spectral_radius": lam, "spectral_radius_error": lam_err})
     delta, err, status = _conclude(k, method, status, lam, lam_err, trivial, zero_tol, accept, notes)
+    if fell_back and math.isinf(delta):
+        # the Monte Carlo cannot tell a small ρ(F) (or a weak E[z|y]) from 0: a bound, not ∞
+        status = Status.NOT_CONVERGED
+        bound = 1.0 / (max(lam, 0.0) + lam_err) if lam_err > 0 else math.inf
+        notes[0] = (f"the binned Monte Carlo cannot tell ρ(F) = {lam:.3g} ± {lam_err:.2g} from 0, so "
+                    f"δ_alg >= {bound:.3g} is all it shows (a weak E[z|y] ≠ 0 would go unseen too)")
     _embed(diagnostics, used, original.k)
     result = AlgThreshold(delta_alg=delta, trivial=bool(trivial), error=err, method=method,
                           status=status, message="; ".join(notes), settings=settings,
