@@ -65,6 +65,8 @@ class Case:
     argv: tuple[str, ...] | None = None
     call: Callable[[], Any] | None = field(default=None, compare=False)
     fast: bool = False
+    #: for an ``ok`` command line: stdout -> None if the answer is right, else why it is wrong
+    check: Callable[[str], str | None] | None = field(default=None, compare=False)
 
     @property
     def name(self) -> str:
@@ -537,7 +539,125 @@ def _cases() -> list[Case]:
     c.append(_cli("global", "unknown command", "frobnicate", "input", "frobnicate"))
     c.append(_cli("global", "ok", "--version", "ok", "--version"))
     c.append(_cli("global", "ok", "--help", "ok", "--help"))
+    c += _issue30_cases()
     c += _api_cases()
+    c += _issue30_api_cases()
+    return c
+
+
+def _delta_alg_is(ref: float, tol: float = 1e-7) -> Callable[[str], str | None]:
+    """A ``check`` of ``alg-threshold --json`` output: δ_alg equals ``ref`` (a closed form)."""
+    import json
+
+    def check(out: str) -> str | None:
+        try:
+            value = json.loads(out.strip().splitlines()[0])["delta_alg"]
+        except (ValueError, IndexError, KeyError, TypeError):
+            return f"no JSON with delta_alg on stdout: {out[:80]!r}"
+        if value is None or abs(value - ref) > tol:
+            return f"delta_alg = {value}, the closed form is {ref}"
+        return None
+
+    return check
+
+
+def _issue30_cases() -> list[Case]:
+    """Issue 30: inputs that printed a wrong answer with exit 0, or failed unclearly."""
+    c: list[Case] = []
+    # complex, infinite or undefined constants: one line naming the option (exit 2)
+    for g, opt, text in [
+        ("alg-threshold", "--target", "z**2 + sqrt(-1)"),
+        ("alg-threshold", "--target", "log(0)*z"),
+        ("alg-threshold", "--target", "1/0"),
+        ("alg-threshold", "--target", "z + log(-1)"),
+        ("alg-threshold", "--target", "(-8)**(1/3)*z"),
+        ("alg-threshold", "--target", "z*(0/0 + 1)"),
+        ("alg-threshold", "--target", "exp(1000)*z"),
+        ("alg-threshold", "--target", "sqrt(-z**2 - 1)"),
+        ("simulate", "--target", "sqrt(-1)*z**2"),
+        ("dmft", "--target", "sqrt(-1)*z**2"),
+        ("simulate", "--loss", "sqrt(-1)*(y-f)**2"),
+        ("dmft", "--activation", "log(-1)*r"),
+    ]:
+        c.append(_cli(g, "complex/infinite constant", f"{opt} {text!r}", "input", opt, text))
+    # labels without a finite variance
+    for g, text in [("dmft", "1/z"), ("simulate", "z1/z2"), ("alg-threshold", "tan(z)"),
+                    ("dmft", "1/sqrt(abs(z))")]:
+        c.append(_cli(g, "infinite variance", f"--target {text!r}", "input", "--target", text))
+    # δ_alg invariant under the label's scale and offset; unused latents: the closed form 1/2
+    g = "alg-threshold"
+    for text in ["1e-15*z**2", "1e-300*z**2", "(1/2)**3000*z**2", "z**2 + 1e300", "1e300*z**2 - 1e-300",
+                 "z**2 + 1e8", "z2**2"]:
+        c.append(Case(group=g, kind="label scale", label=f"--target {text!r} (δ_alg = 1/2)", expect="ok",
+                      argv=(g, "--target", text, "--json"), check=_delta_alg_is(0.5)))
+    c.append(Case(group=g, kind="label scale", label="--target 'z1**2' --k 2 (δ_alg = 1/2)", expect="ok",
+                  argv=(g, "--target", "z1**2", "--k", "2", "--json"), check=_delta_alg_is(0.5)))
+    c.append(_cli(g, "label too flat", "--target 'log(1 + 1e-20*z**2)'", "input", "--target",
+                  "log(1 + 1e-20*z**2)"))
+    c.append(_cli(g, "wrong method", "--target 'z2**2' --method fibred", "input", "--target", "z2**2",
+                  "--method", "fibred"))
+    c.append(_cli(g, "huge", "--target 'sin(1000*z)' --method preimage", "input", "--target",
+                  "sin(1000*z)", "--method", "preimage"))
+    c.append(_cli(g, "unresolved", "--target 'sin(1000*z)' (bound, not ∞)", "solver", "--target",
+                  "sin(1000*z)", fast=False))
+    c.append(_cli(g, "huge", "--target 'z1*z2*z3' --k 200 --method binned", "input", "--target",
+                  "z1*z2*z3", "--k", "200", "--method", "binned"))
+    c.append(_cli(g, "zero", "--max-pieces 0", "input", "--max-pieces", "0"))
+    # more workers than CPUs: capped with a warning, the run succeeds
+    c.append(_cli("simulate", "huge", "--workers 1000 (capped to the CPUs)", "ok", "--delta", "2,3",
+                  "--workers", "1000", fast=False))
+    return c
+
+
+def _issue30_api_cases() -> list[Case]:
+    """Issue 30, the Python API: no coercion of booleans and strings, no OverflowError."""
+    import dmftsolve as ds
+    from dmftsolve.cli._sim_file import load_success_counts
+    from dmftsolve.simulation.sweeps import sweep
+
+    P = ds.Problem.build
+    c: list[Case] = []
+    for kw, kind in [
+        ({"eta": True}, "bool"),
+        ({"lam": False}, "bool"),
+        ({"steps": True}, "bool"),
+        ({"m": True}, "bool"),
+        ({"eta": "0.1"}, "wrong type"),
+        ({"a": "12", "m": 2}, "wrong type"),
+        ({"hold_zero": "0"}, "wrong type"),
+        ({"M0": [[True]]}, "bool"),
+        ({"M0": [["0.1"]]}, "wrong type"),
+        ({"eta": 10**400}, "huge"),
+        ({"q0": 10**400}, "huge"),
+        ({"target": "1/z"}, "infinite variance"),
+        ({"target": "z**2 + sqrt(-1)"}, "complex/infinite constant"),
+    ]:
+        c.append(_api(kind, f"Problem.build({', '.join(f'{k}={v!r}'[:40] for k, v in kw.items())})",
+                      "input", lambda kw=kw: P(**kw)))
+    p = P(target="z**2", activation="quad", eta=0.05, steps=2)
+    c.append(_api("bool", "solve_dmft(p, True)", "input", lambda: ds.solve_dmft(p, True)))
+    c.append(_api("huge", "solve_dmft(p, 10**400)", "input", lambda: ds.solve_dmft(p, 10**400)))
+    c.append(_api("wrong type", "sweep(p, 20, '25')", "input",
+                  lambda: sweep(p, 20, "25", trials=1, progress=False)))
+    c.append(_api("bool", "sweep(p, 20, [2.0], success_threshold=True)", "input",
+                  lambda: sweep(p, 20, [2.0], trials=1, progress=False, success_threshold=True)))
+    c.append(_api("wrong method", "alg_threshold('z2**2', method='fibred')", "input",
+                  lambda: ds.alg_threshold("z2**2", method="fibred")))
+    c.append(_api("bool", "alg_threshold('z**2', max_pieces=True)", "input",
+                  lambda: ds.alg_threshold("z**2", max_pieces=True)))
+    if os.path.exists("/dev/zero"):
+        c.append(_api("bad path", "load_success_counts('/dev/zero') (--sim)", "input",
+                      lambda: load_success_counts("/dev/zero")))
+
+    def scaled(text: str) -> float:
+        value = ds.alg_threshold(text).delta_alg
+        if abs(value - 0.5) > 1e-7:
+            raise AssertionError(f"wrong answer: delta_alg({text}) = {value}, the closed form is 0.5")
+        return value
+
+    for text in ("1e-300*z**2", "1e300*(z**2 - 1)", "z**2 + 1e300"):
+        c.append(_api("label scale", f"alg_threshold({text!r}) == 1/2", "ok", lambda t=text: scaled(t),
+                      fast=False))
     return c
 
 
@@ -810,6 +930,10 @@ def _judge(case: Case, observed: str, code: int | None, first: str, out: str, te
         problems.append(f"exception message of {len(first)} characters")
     if observed == "ok" and case.expect != "ok":
         problems.append("exit 0 for a failure")
+    if observed == "ok" and case.check is not None:
+        wrong = case.check(out)
+        if wrong:
+            problems.append(f"wrong answer with exit 0: {wrong}")
     if (
         observed == "ok"
         and case.argv is not None
