@@ -147,3 +147,9 @@ def test_same_seed_same_numbers_for_any_worker_count(capsys: pytest.CaptureFixtu
     assert _simulate_json(capsys, "1", "3") == one  # same seed: identical
     assert _simulate_json(capsys, "2", "3") == one  # --workers 2: identical to --workers 1
     assert _simulate_json(capsys, "1", "4") != one  # and the seed matters
+
+
+def test_not_implemented_is_bad_input_not_internal_error(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["alg-threshold", "--target", "z1**2 + z2**2 + z3**2 + 0.5*eps", "--method", "additive"])
+    err = capsys.readouterr().err
+    assert code == 2 and "internal error" not in err and "not supported: additive-noise method: k=3" in err

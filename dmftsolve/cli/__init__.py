@@ -153,6 +153,8 @@ def _classify(exc: BaseException, options: frozenset[str] | None = None) -> tupl
         LinAlgError = ()  # type: ignore[assignment,misc]  # noqa: N806
     if isinstance(exc, LinAlgError):
         return 1, f"linear algebra failure: {_text(exc)}"
+    if isinstance(exc, NotImplementedError):  # a case the chosen method does not cover: input
+        return 2, f"not supported: {_text(exc)}"
     if isinstance(exc, ValueError):  # bad input, checked by the library
         return 2, str(exc)
     from concurrent.futures.process import BrokenProcessPool

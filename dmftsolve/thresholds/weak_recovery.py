@@ -638,7 +638,7 @@ def _additive(target: Target, h0_expr: sp.Expr, c: float, rtol: float) -> dict[s
     if len(sizes) < 2:
         raise NotImplementedError(
             f"additive-noise method: k={k} is too large for the product trapezoid grid; "
-            "use method='binned'")
+            "use the binned method (method 'binned')")
     prev = None
     history = []
     for n in sizes:
