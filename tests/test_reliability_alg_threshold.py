@@ -146,3 +146,12 @@ def test_cli_scaled_target(capsys: pytest.CaptureFixture[str]) -> None:
         payload = json.loads(capsys.readouterr().out)
         assert payload["delta_alg"] == pytest.approx(0.5, abs=1e-8), text
         assert not math.isinf(payload["delta_alg"])
+
+
+@pytest.mark.parametrize("text", ["Max(z, 0)**2", "relu(z)**2", "Heaviside(z)*z**2", "Max(z, 0)**2 + 1"])
+def test_atom_next_to_a_monotone_piece_is_trivial(text: str) -> None:
+    # y = relu(z)²: on the atom y = 0, E[z | y] = E[z | z < 0] = -sqrt(2/π) ≠ 0, so δ_alg = 0; the
+    # error of the flat piece (h = 1.4e-26 at its cut) once read ρ(F) = 1 ± 1 and gave ∞
+    r = alg_threshold(text)
+    assert r.ok and r.trivial and r.delta_alg == 0.0
+    assert r.diagnostics["trivial_statistic"] == pytest.approx(1 / 2 + 1 / math.pi, rel=1e-6)

@@ -367,6 +367,9 @@ def _preimage(target: Target, rtol: float, max_pieces: int | None = None) -> dic
             atoms[key] = np.zeros(3)
         atoms[key] += [ndtr(hi) - ndtr(lo), _phi(lo) - _phi(hi), _xphi(lo) - _xphi(hi)]
         flo, fhi = max(lo, -_L), min(hi, _L)
+        # compare h inside the piece, one grid step (1e-3) from a finite end: at the end itself h
+        # leaves the flat value (relu(z)**2 is 1.4e-26 at the cut 1.2e-13), which is no tail
+        flo, fhi = flo + (1e-3 if math.isfinite(lo) else 0.0), fhi - (1e-3 if math.isfinite(hi) else 0.0)
         h_lo, h_hi = float(pieces.h(flo)), float(pieces.h(fhi))
         if fhi > flo and abs(h_lo - h_hi) > 1e-12 * max(abs(h_lo), abs(h_hi)):
             # h' only below the flatness cut (e.g. the tails of exp(-z**2)): taken as an atom, the
