@@ -18,6 +18,7 @@ from dmftsolve.cli._common import (
     emit,
     finite_float,
     floats,
+    format_pm,
     format_table,
     positive_int,
     problem_from_args,
@@ -132,6 +133,7 @@ def _load_sim(path: Path | None) -> dict[str, Any] | None:
 def run(args: argparse.Namespace) -> int:
     import numpy as np
 
+    from dmftsolve.results import format_binomial
     from dmftsolve.thresholds.finite_d_transition import TransitionSettings, probit_fit, transition
 
     if args.plot is not None:  # shared check (cli/_common): directory, writability, format
@@ -212,15 +214,16 @@ def run(args: argparse.Namespace) -> int:
                "simulator_delta_50": None if sim_fit is None else {"delta_50": sim_fit[0], "err": sim_fit[1]}}
 
     def table() -> str:
-        rows = [[f"{x:g}", f"{k}/{n}", f"{p:.2f} ± {e:.2f}"]
-                for x, k, n, p, e in zip(c.deltas, c.successes, c.draws, c.p, c.p_err, strict=True)]
-        out = [f"GD success probability at d = {args.d}, T = {problem.training.steps} "
-               f"(construction {args.construction}, {args.draws} draws per δ)",
+        rows = [[f"{x:g}", f"{k}/{n}", format_binomial(int(k), int(n))]
+                for x, k, n in zip(c.deltas, c.successes, c.draws, strict=True)]
+        search = "adaptive search" if args.delta is None else "grid"
+        out = [f"Predicted GD success probability at d = {args.d}, T = {problem.training.steps} "
+               f"({search}, construction {args.construction}, {int(c.draws.sum())} draws)",
                format_table(["delta", "escapes", "P(success)"], rows)]
         if sim_fit is not None:
             out.append(f"simulator delta_50 = {sim_fit[0]:.2f} ± {sim_fit[1]:.2f} (probit fit)")
-        if math.isfinite(c.delta_50):
-            out.append(f"delta_50 = {c.delta_50:.2f} ± {c.delta_50_err:.2f}  (probit width {c.width:.2f})")
+        if c.ok:
+            out.append(f"delta_50 = {format_pm(c.delta_50, c.delta_50_err)}  (probit width {c.width:.2g})")
         else:
             out.append(f"delta_50: {c.message}")
         return "\n".join(out)

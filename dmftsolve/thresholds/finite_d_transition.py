@@ -67,7 +67,7 @@ import numpy as np
 from scipy.special import ndtri
 
 from dmftsolve.problem import Problem, check_delta, check_integer
-from dmftsolve.results import Result, SolverError, Status
+from dmftsolve.results import Result, SolverError, Status, binomial_error
 from dmftsolve.thresholds.delta50 import probit_fit, search_delta_50
 
 __all__ = ["TransitionSettings", "SuccessProbability", "TransitionCurve", "success_probability",
@@ -179,13 +179,16 @@ class TransitionSettings:
 
 @dataclass(frozen=True, kw_only=True, repr=False, eq=False)
 class SuccessProbability(Result):
-    """``P(success | δ, d, T)``: ``p`` with its binomial standard error ``p_err``.
+    """``P(success | δ, d, T)``: ``p`` with its binomial error ``p_err``
+    (:func:`dmftsolve.results.binomial_error`: the one-sided 95 % bound at 0 or all).
 
     ``m0`` (draws,) the initial ``√d M_0``; ``final_cosine`` (draws,, the last value before a
     blow-up of the solve if any); ``escape_step``
     (draws,) first step with cosine above ``success_cosine`` (−1 if none). The
     stratification of ``m_0`` makes the binomial error an upper bound.
     """
+
+    _headline = ("p", "p_err")
 
     delta: float
     d: int
@@ -205,6 +208,8 @@ class TransitionCurve(Result):
     ``width`` is the probit width ``w`` (``P = Φ((δ − δ_50)/w)``); ``points`` the
     :class:`SuccessProbability` of each δ.
     """
+
+    _headline = ("delta_50", "delta_50_err")
 
     d: int
     deltas: np.ndarray
@@ -514,7 +519,7 @@ def success_probability(problem: Problem, delta: float, d: int, *,
                                   "escapes are permanent: no late escapes or relapses were seen in "
                                   "4x longer runs); each draw stops there"},
         elapsed=time.perf_counter() - t0, delta=delta, d=d, p=p_hat,
-        p_err=math.sqrt(max(p_hat * (1 - p_hat), 0.25 / K) / K), successes=succ, draws=K,
+        p_err=binomial_error(succ, K), successes=succ, draws=K,
         m0=m0, final_cosine=cos, escape_step=esc)
     if throw and not res.ok:
         raise SolverError(f"SuccessProbability {status.value}: {message}", res)
@@ -539,7 +544,7 @@ def _pool(points: Sequence[SuccessProbability]) -> SuccessProbability:
         diagnostics={**first.diagnostics, "failures": failures,
                      "diverged_draws": sum(p.diagnostics.get("diverged_draws", 0) for p in points)},
         elapsed=sum(p.elapsed for p in points), p=p_hat,
-        p_err=math.sqrt(max(p_hat * (1 - p_hat), 0.25 / K) / K), successes=succ, draws=K,
+        p_err=binomial_error(succ, K), successes=succ, draws=K,
         m0=np.concatenate([p.m0 for p in points]),
         final_cosine=np.concatenate([p.final_cosine for p in points]),
         escape_step=np.concatenate([p.escape_step for p in points]))
