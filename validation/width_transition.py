@@ -58,13 +58,13 @@ CASES: dict[str, dict[str, Any]] = {
     "gelu_easyhard_m2": {"target": "z1 + z2**2 - 1", "activation": "gelu", "m": 2, "eta": 0.5,
                          "steps": 400, "start": 3.5},
     "gelu_z2m1_m4": {"target": "z**2 - 1", "activation": "gelu", "m": 4, "eta": 0.5, "steps": 400,
-                     "start": 2.0},
+                     "start": 2.0, "paths_per_sample": 4},
     "quad_z2m1_m1": {"target": "z**2 - 1", "activation": "quad", "m": 1, "eta": 0.1, "steps": 600,
                      "start": 4.0},
     "quad_z2m1_m3": {"target": "z**2 - 1", "activation": "quad", "m": 3, "eta": 0.1, "steps": 600,
-                     "start": 2.0},
+                     "start": 2.0, "paths_per_sample": 4},
     "quad_z2m1_m4": {"target": "z**2 - 1", "activation": "quad", "m": 4, "eta": 0.1, "steps": 600,
-                     "start": 1.8},
+                     "start": 1.8, "paths_per_sample": 4},
 }
 
 
@@ -92,16 +92,19 @@ def _store(key: str, value: dict[str, Any]) -> None:
 
 def theory_search(case: str, d: int, *, tol: float, max_draws: int, seed: int, draws: int = 8,
                   n_paths: int = 20_000) -> dict[str, Any]:
-    """The theory's adaptive δ_50 for ``case`` at ``d``."""
+    """The theory's adaptive δ_50 for ``case`` at ``d`` (a case's ``paths_per_sample``, if set,
+    replaces ``n_paths``: N = that × n kernel paths, for the widest networks whose cost grows
+    like m²)."""
     p = problem_of(case)
     s = TransitionSettings(draws=draws, seed=seed, tol=tol, max_draws=max_draws, n_paths=n_paths,
-                           start=CASES[case]["start"])
+                           start=CASES[case]["start"], paths_per_sample=CASES[case].get("paths_per_sample"))
     t0 = time.perf_counter()
     c = transition(p, d, None, settings=s, throw=False, progress=True)
     return {"delta_50": c.delta_50, "err": c.delta_50_err, "width": c.width, "status": c.status.value,
             "message": c.message, "deltas": c.deltas, "successes": c.successes, "trials": c.draws,
-            "seconds": time.perf_counter() - t0, "settings": {"draws": draws, "seed": seed, "tol": tol,
-                                                              "max_draws": max_draws, "n_paths": n_paths},
+            "seconds": time.perf_counter() - t0,
+            "settings": {"draws": draws, "seed": seed, "tol": tol, "max_draws": max_draws, "n_paths": n_paths,
+                         "paths_per_sample": s.paths_per_sample},
             "escape_steps": {f"{pt.delta:g}": pt.escape_step for pt in c.points}}
 
 
