@@ -155,3 +155,21 @@ def test_atom_next_to_a_monotone_piece_is_trivial(text: str) -> None:
     r = alg_threshold(text)
     assert r.ok and r.trivial and r.delta_alg == 0.0
     assert r.diagnostics["trivial_statistic"] == pytest.approx(1 / 2 + 1 / math.pi, rel=1e-6)
+
+
+@pytest.mark.parametrize("scale", ["1e-3", "1e-8", "1e-300"])
+def test_tiny_additive_noise_is_not_infinite(scale: str) -> None:
+    # y = z² + c·ε with c → 0 tends to the noiseless 1/2; the additive grid read ρ(F) = 0 (δ = ∞)
+    r = alg_threshold(f"z**2 + {scale}*eps")
+    assert r.method == "binned" and r.ok
+    assert r.delta_alg == pytest.approx(0.5, abs=3 * r.error + 1e-3)
+    with pytest.raises(ValueError, match="below the 0.005 its grid resolves"):
+        alg_threshold(f"z**2 + {scale}*eps", method="additive")
+
+
+def test_huge_noise_says_beyond_double_precision() -> None:
+    # ρ(F) ~ c^-4 for y = z² + c·ε: 4e-16 at c = 1e8 is resolved but below the 1e-12 floor
+    r = alg_threshold("z**2 + 1e8*eps")
+    assert math.isinf(r.delta_alg) and "≡ 0" not in r.message and "beyond 1e12" in r.message
+    pure = alg_threshold("eps")  # no signal at all: G ≡ 0 indeed
+    assert math.isinf(pure.delta_alg) and "≡ 0" in pure.message

@@ -977,6 +977,24 @@ def _check_alg_inputs(method: Any, rtol: Any, n_samples: Any, n_scrambles: Any) 
             raise ValueError(f"{name} must be an integer >= {lo}, got {v!r}")
 
 
+#: Smallest noise scale ``|c|`` of ``h0(z) + c·eps``, relative to the spread of ``h0``, the
+#: "additive" method resolves: below it the ridge ``p(y|z)`` falls between the grid nodes and
+#: every integral reads 0 (``z**2 + 1e-3*eps`` gave ρ(F) = 6e-22, δ_alg = ∞ with success).
+_ADDITIVE_MIN_RATIO = 5e-3
+
+
+def _noise_ratio(target: Target, additive: tuple[sp.Expr, float]) -> float:
+    """``|c| / std(h0(z))`` for ``y = h0(z) + c·eps`` (``inf`` for a constant ``h0``)."""
+    h0_expr, c = additive
+    h0 = compile_expression(h0_expr, list(target.symbols[:-1]))
+    z = np.random.default_rng(11).standard_normal((4096, target.k))
+    with np.errstate(all="ignore"):
+        v = h0(*z.T)
+        top = float(np.max(np.abs(v))) if v.size else 0.0
+        spread = top * float(np.std(v / top)) if top > 0 and math.isfinite(top) else 0.0
+    return math.inf if not spread > 0 else abs(c) / spread
+
+
 def _choose_method(target: Target, method: str, additive: tuple[sp.Expr, float] | None) -> str:
     """Resolve ``"auto"`` and check that an explicit method applies to ``target``."""
     k = target.k
@@ -986,7 +1004,7 @@ def _choose_method(target: Target, method: str, additive: tuple[sp.Expr, float] 
         elif (not target.noisy and k == 2 and _fibre_axis(target) is not None
               and not _has_atoms(target_h2(target), as_generator(12345))):
             method = "fibred"
-        elif additive is not None and k <= 2:
+        elif additive is not None and k <= 2 and _noise_ratio(target, additive) >= _ADDITIVE_MIN_RATIO:
             method = "additive"
         else:
             method = "binned"
@@ -1000,6 +1018,11 @@ def _choose_method(target: Target, method: str, additive: tuple[sp.Expr, float] 
     if method == "additive" and additive is None:
         raise ValueError(f"method='additive' needs y = h0(z) + c*eps with constant c != 0, "
                          f"got {target.expr!r}")
+    if method == "additive" and _noise_ratio(target, additive) < _ADDITIVE_MIN_RATIO:
+        raise ValueError(
+            f"method='additive': the noise c = {additive[1]:.3g} is {_noise_ratio(target, additive):.2g} "
+            f"of the spread of h0 in {target.expr!r}, below the {_ADDITIVE_MIN_RATIO} its grid resolves "
+            "(it read ρ(F) = 0 and answered ∞); use the binned method")
     return method
 
 
@@ -1051,8 +1074,12 @@ def _conclude(k: int, method: str, status: Status, lam: float, lam_err: float, t
                         "(conditioning on the learned ones) is not computed"))
         return 0.0, 0.0, status
     if lam <= zero_tol:
-        notes.insert(0, f"G(y) = E[zzᵀ − I | y] ≡ 0 (ρ(F) = {lam:.3g} ± {lam_err:.2g}): no "
-                        "first-order method recovers the hard directions at any δ, δ_alg = ∞")
+        if lam > 10 * lam_err and lam > 0:  # resolved, but below the absolute floor of 1e-12
+            notes.insert(0, f"ρ(F) = {lam:.3g} ± {lam_err:.2g} is below {zero_tol:.0e}, taken as 0: "
+                            f"δ_alg >= {1 / zero_tol:.0e} (about {1 / lam:.3g}), reported as ∞")
+        else:
+            notes.insert(0, f"G(y) = E[zzᵀ − I | y] ≡ 0 (ρ(F) = {lam:.3g} ± {lam_err:.2g}): no "
+                            "first-order method recovers the hard directions at any δ, δ_alg = ∞")
         return math.inf, math.inf, status
     delta = 1.0 / lam
     err = lam_err / lam**2
@@ -1188,6 +1215,12 @@ def alg_threshold(
     status, lam, lam_err, triv, trivial, zero_tol, accept = branch
     diagnostics.update({"spectral_radius": lam, "spectral_radius_error": lam_err})
     delta, err, status = _conclude(k, method, status, lam, lam_err, trivial, zero_tol, accept, notes)
+    if method == "additive" and math.isinf(delta) and not trivial:
+        ratio = _noise_ratio(target, additive)
+        if 1e4 < ratio < math.inf:  # a signal drowned in noise: ρ(F) ~ ratio^-4 is tiny, not 0
+            notes[0] = (f"the noise is {ratio:.2g} times the spread of the rest of the label, so ρ(F) "
+                        f"= {lam:.3g} ± {lam_err:.2g} is below what double precision resolves: δ_alg is "
+                        "beyond 1e12, reported as ∞ (it is finite for any nonzero signal)")
     if fell_back and math.isinf(delta):
         # the Monte Carlo cannot tell a small ρ(F) (or a weak E[z|y]) from 0: a bound, not ∞
         status = Status.NOT_CONVERGED
