@@ -556,7 +556,8 @@ def compile_expression(expr: sp.Expr, variables: Sequence[sp.Symbol]) -> Callabl
     def compiled(*args: np.ndarray) -> np.ndarray:
         arrays = [np.asarray(a, dtype=float) for a in args]
         shape = np.broadcast_shapes(*(a.shape for a in arrays))
-        with np.errstate(invalid="ignore", over="ignore"):
+        # non-finite values are the callers' to judge (they check them); no warnings here
+        with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
             out = raw(*arrays)
         if np.iscomplexobj(out):
             raise ValueError(f"expression {_echo(str(expr))} takes complex values; "

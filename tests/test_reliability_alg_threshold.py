@@ -173,3 +173,13 @@ def test_huge_noise_says_beyond_double_precision() -> None:
     assert math.isinf(r.delta_alg) and "≡ 0" not in r.message and "beyond 1e12" in r.message
     pure = alg_threshold("eps")  # no signal at all: G ≡ 0 indeed
     assert math.isinf(pure.delta_alg) and "≡ 0" in pure.message
+
+
+@pytest.mark.parametrize("text", ["abs(z)**0.5", "log(abs(z))", "log(z**2)"])
+def test_cusp_or_log_singularity_falls_back_to_binned(text: str) -> None:
+    # monotone functions of |z| (finite variance): δ_alg = 1/2 as for z²; the exact method's grid
+    # hits z = 0 where h or h' is infinite, which used to be a refusal
+    r = alg_threshold(text)
+    assert r.ok and r.method == "binned" and r.delta_alg == pytest.approx(0.5, abs=3 * r.error + 1e-3)
+    with pytest.raises(ValueError, match="not finite everywhere"):
+        alg_threshold(text, method="preimage")

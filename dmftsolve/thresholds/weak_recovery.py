@@ -206,7 +206,9 @@ class _Pieces:
         grid = np.linspace(-_L, _L, grid)
         d = self.dh(grid)
         if not np.all(np.isfinite(d)) or not np.all(np.isfinite(self.h(grid))):
-            raise ValueError("target: h or h' is not finite on [-12, 12]")
+            raise _NotFinite("target: h or h' is not finite everywhere on [-12, 12] (a pole, a log "
+                             "singularity or a cusp like sqrt(abs(z)) at a grid point); use the binned "
+                             "method (method 'binned')")
         scale = max(1.0, float(np.abs(d).max()))
         cls = np.sign(np.where(np.abs(d) <= 1e-14 * scale, 0.0, d)).astype(int)
         # an isolated zero of h' at a grid node is a crossing, not a flat piece
@@ -805,6 +807,10 @@ MAX_PIECES = 20
 _SECONDS_PER_PIECE2 = 0.06
 
 
+class _NotFinite(ValueError):
+    """``h`` or ``h'`` is not finite on the scanning grid of an exact method."""
+
+
 class _TooManyPieces(ValueError):
     """``h`` has more monotone pieces than :data:`MAX_PIECES`: the exact methods would crawl."""
 
@@ -1183,6 +1189,14 @@ def alg_threshold(
                                  "binned method (Monte Carlo), or raise max_pieces to wait") from None
             notes.append(f"{exc.pieces} monotone pieces: the exact quadrature would take about "
                          f"{exc.seconds:.2g} s, used the binned Monte Carlo method")
+            fell_back = True
+            method = "binned"
+            settings["method"] = method
+        except _NotFinite as exc:
+            if not auto:
+                raise ValueError(f"method={method}: {exc}") from None
+            notes.append("h or h' is not finite at a point of the exact method's grid: used the "
+                         "binned Monte Carlo method")
             fell_back = True
             method = "binned"
             settings["method"] = method
