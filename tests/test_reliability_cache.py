@@ -119,3 +119,14 @@ def test_corrupt_entry_is_discarded_and_recomputed(tmp_path: Path) -> None:
     with pytest.warns(RuntimeWarning, match="no 'value' field"):
         assert cache.get(SETTINGS) is None
     assert not path.exists()
+
+
+def test_make_executor_caps_workers_at_the_cpus() -> None:
+    import os
+
+    from common import make_executor
+
+    cpus = len(os.sched_getaffinity(0))
+    with pytest.warns(RuntimeWarning, match="more than the"), make_executor(cpus + 5) as ex:
+        if ex is not None:
+            assert ex._max_workers == cpus  # noqa: SLF001

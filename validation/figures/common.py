@@ -219,7 +219,8 @@ def make_executor(workers: int, dask_address: str | None = None) -> Iterator[Exe
     more, or ``distributed.Client(dask_address).get_executor()``.
 
     Worker processes are started with one BLAS thread each (``OMP_NUM_THREADS`` etc. set
-    before the pool starts; the simulator also limits BLAS itself).
+    before the pool starts; the simulator also limits BLAS itself). ``workers`` above the CPUs
+    available (``os.sched_getaffinity``) is lowered to them, with a ``RuntimeWarning``.
     """
     if dask_address:
         from distributed import Client
@@ -233,6 +234,17 @@ def make_executor(workers: int, dask_address: str | None = None) -> Iterator[Exe
     if workers <= 1:
         yield None
         return
+    try:
+        cpus = max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # pragma: no cover - not Linux
+        cpus = max(1, os.cpu_count() or 1)
+    if workers > cpus:  # more processes than CPUs only cost memory; results do not depend on it
+        warnings.warn(f"--workers {workers} is more than the {cpus} CPU(s) available; using {cpus}",
+                      RuntimeWarning, stacklevel=3)
+        workers = cpus
+        if workers <= 1:
+            yield None
+            return
     for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ.setdefault(var, "1")
     with ProcessPoolExecutor(max_workers=workers) as pool:
