@@ -209,3 +209,12 @@ def test_long_time_rule_at_width_two_picks_the_safe_null_rtol(monkeypatch: pytes
             ht.delta_nn(p, t, settings=ht.ThresholdSettings(null_rtol=given_rtol))
         assert seen[-1] == want
     assert ht.LONG_NULL_RTOL_WIDE == 1e-3
+
+
+def test_two_phase_script_tiny(load_validation) -> None:  # noqa: ANN001
+    """``validation/two_phase.py --tiny``: z1 is easy, z2 hard; the easy projection grows in the
+    DMFT and in GD within a few steps (from 0, and from GD's O(1/√d) start)."""
+    out = load_validation("two_phase").main(["--tiny"])
+    assert out["easy"] == (0,) and out["hard"] == (1,)
+    assert out["dmft_easy_projection"][0] == 0.0 and out["dmft_easy_projection"][5] > 0.3
+    assert out["gd_easy_projection"][5] > out["gd_easy_projection"][0] + 0.1
