@@ -189,6 +189,9 @@ class Target(_Frozen):
             raise ValueError(f"k must be <= {MAX_K}, got {k}")
         if k < used_k:
             raise ValueError(f"k={k} is smaller than the largest latent index used ({used_k})")
+        if "z" in names and k > 1:
+            raise ValueError(f"target={_short(self.expr)} uses the single latent 'z' but k={k}; with "
+                             f"k > 1 name the latents z1 … z{k} (e.g. 'z1**2')")
         object.__setattr__(self, "k", k)
         # validate now, so that errors surface at construction
         _ = self.sympy_expr

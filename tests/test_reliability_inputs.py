@@ -170,3 +170,9 @@ def test_labels_without_finite_variance_are_refused(text: str) -> None:
                                   "1/(z**2 + 1)", "z/(1 + abs(z))", "1/(z**2 + 0.001)", "exp(-1/z**2)"])
 def test_labels_with_finite_variance_are_kept(text: str) -> None:
     Target(text)  # E[y²] < ∞: no error
+
+
+def test_single_latent_z_with_k_above_one_names_the_fix() -> None:
+    with pytest.raises(ValueError, match=r"uses the single latent 'z' but k=8; .* z1 … z8"):
+        Target("z**2", k=8)
+    assert Target("z**2", k=1).k == 1
