@@ -218,3 +218,18 @@ def test_two_phase_script_tiny(load_validation) -> None:  # noqa: ANN001
     assert out["easy"] == (0,) and out["hard"] == (1,)
     assert out["dmft_easy_projection"][0] == 0.0 and out["dmft_easy_projection"][5] > 0.3
     assert out["gd_easy_projection"][5] > out["gd_easy_projection"][0] + 0.1
+
+
+def test_width_figure_from_a_small_json(tmp_path, load_validation) -> None:  # noqa: ANN001
+    """``validation/figures/width.py`` draws δ_50 against m from the search JSON (points not run
+    are left out) and refits each side's counts with the search's error model."""
+    mod = load_validation("width")
+    counts = {"deltas": [2.0, 3.0, 4.0], "successes": [1, 10, 19], "trials": [20, 20, 20], "delta_50": 0.0,
+              "err": 0.0}
+    data = {"gelu_z2m1_m2|1000|gd": counts, "quad_z2m1_m1|1000|theory": counts}
+    (tmp_path / "w.json").write_text(json.dumps(data))
+    out = mod.main(["--json", str(tmp_path / "w.json"), "--out", str(tmp_path / "w.png")])
+    assert out.stat().st_size > 1000
+    pts = mod.points(data, "gelu_z2m1_m{m}", "gd")
+    assert [p[0] for p in pts] == [2] and 2.5 < pts[0][1] < 3.5 and pts[0][2] > 0
+    assert mod.points(data, "gelu_z2m1_m{m}", "theory") == []

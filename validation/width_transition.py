@@ -57,6 +57,12 @@ CASES: dict[str, dict[str, Any]] = {
                      "start": 5.0},
     "gelu_easyhard_m2": {"target": "z1 + z2**2 - 1", "activation": "gelu", "m": 2, "eta": 0.5,
                          "steps": 400, "start": 3.5},
+    # why width helps: the second-layer scale (m = 1 with a = 2 has two neurons' output scale;
+    # m = 2 with a = 1/2 has one neuron's)
+    "gelu_z2m1_m1_a2": {"target": "z**2 - 1", "activation": "gelu", "m": 1, "a": [2.0], "eta": 0.5,
+                        "steps": 400, "start": 4.0},
+    "gelu_z2m1_m2_ahalf": {"target": "z**2 - 1", "activation": "gelu", "m": 2, "a": [0.5, 0.5],
+                           "eta": 0.5, "steps": 400, "start": 6.0},
     "gelu_z2m1_m4": {"target": "z**2 - 1", "activation": "gelu", "m": 4, "eta": 0.5, "steps": 400,
                      "start": 2.0, "paths_per_sample": 4},
     "quad_z2m1_m1": {"target": "z**2 - 1", "activation": "quad", "m": 1, "eta": 0.1, "steps": 600,
@@ -71,7 +77,7 @@ CASES: dict[str, dict[str, Any]] = {
 def problem_of(case: str) -> Problem:
     c = CASES[case]
     return Problem.build(target=c["target"], activation=c["activation"], m=c["m"], eta=c["eta"],
-                         steps=c["steps"])
+                         steps=c["steps"], a=c.get("a"))
 
 
 def _load() -> dict[str, Any]:
@@ -162,9 +168,9 @@ def report(data: dict[str, Any]) -> str:
              "hard direction's projection onto span(W) above 1/2 by step T). Theory: "
              "`dmftsolve transition` (paired weights, 2·10⁴ paths, batches of 8 draws); GD: float32, "
              "batches of 20 trials, cosines every 5 steps. δ_50 ± bootstrap error (probit).", "",
-             "| case | target | σ | m | η, T | d | GD δ_50 (trials) | theory δ_50 (draws) | theory − GD "
+             "| case | target | σ | m | a | η, T | d | GD δ_50 (trials) | theory δ_50 (draws) | theory − GD "
              "| within max(0.3, 5 %)? | CPU s (GD / theory) |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for case, c in CASES.items():
         for d in sorted({int(k.split("|")[1]) for k in data if k.startswith(case + "|")}):
             g, t = (_refit(data.get(f"{case}|{d}|{side}")) for side in ("gd", "theory"))
@@ -177,7 +183,8 @@ def report(data: dict[str, Any]) -> str:
                 ok = "yes" if abs(dd) <= max(0.3, 0.05 * g["delta_50"]) else "no"
             secs = f"{g['seconds']:.0f} / " if g else "— / "
             secs += f"{t['seconds']:.0f}" if t else "—"
-            lines.append(f"| {case} | `{c['target']}` | {c['activation']} | {c['m']} | {c['eta']}, "
+            a = ", ".join(f"{x:g}" for x in c.get("a", [1.0] * c["m"]))
+            lines.append(f"| {case} | `{c['target']}` | {c['activation']} | {c['m']} | {a} | {c['eta']}, "
                          f"{c['steps']} | {d} | {gs} | {ts} | {diff} | {ok} | {secs} |")
     lines += ["", "Counts per δ (successes/trials):", ""]
     for key in sorted(data):

@@ -1,0 +1,80 @@
+"""Figure: GD's δ_50 against the width m, with the finite-d theory (d = 1000, y = z² − 1).
+
+Reads ``validation/results/width_transition.json`` (written by ``validation/width_transition.py``;
+both sides by the same self-bracketing search and success criterion, refitted with
+``probit_fit(shrink="fit")``) and draws δ_50 ± error against m = 1–4 for the GeLU (η = 0.5,
+400 steps) and r² (η = 0.1, 600 steps) neurons, second-layer weights 1. A point that was not
+run is left out; the table under the figure in ``docs/results.md`` lists the same numbers.
+
+Run: ``python validation/figures/width.py [--out validation/results/figures/width.png]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+JSON = ROOT / "results" / "width_transition.json"
+OUT = ROOT / "results" / "figures" / "width.png"
+SERIES = {"gelu": ("GeLU, η = 0.5, T = 400", "gelu_z2m1_m{m}"),
+          "quad": ("r², η = 0.1, T = 600", "quad_z2m1_m{m}")}
+
+
+def points(data: dict[str, Any], fmt: str, side: str, d: int = 1000) -> list[tuple[int, float, float]]:
+    """``(m, δ_50, error)`` for m = 1–4 where ``side`` ("gd" or "theory") was run."""
+    sys.path.insert(0, str(ROOT))
+    from width_transition import _refit  # the one error model of the report
+
+    out = []
+    for m in range(1, 5):
+        v = _refit(data.get(f"{fmt.format(m=m)}|{d}|{side}"))
+        if v is not None and math.isfinite(v["delta_50"]):
+            out.append((m, float(v["delta_50"]), float(v["err"])))
+    return out
+
+
+def draw(data: dict[str, Any], out: Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(8.0, 3.4), sharey=False)
+    for ax, (_, (title, fmt)) in zip(axes, SERIES.items(), strict=True):
+        for side, marker, colour, label in (("gd", "s", "C1", "GD (float32)"),
+                                            ("theory", "o", "C0", "theory (dmftsolve transition)")):
+            pts = points(data, fmt, side)
+            if pts:
+                m, y, e = (np.array(c) for c in zip(*pts, strict=True))
+                shift = -0.06 if side == "gd" else 0.06
+                ax.errorbar(m + shift, y, e, fmt=marker + "-", color=colour, capsize=2, label=label)
+        ax.set_xticks([1, 2, 3, 4])
+        ax.set_xlabel("hidden units m (second-layer weights 1)")
+        ax.set_ylabel("δ_50 (50 % success by step T)")
+        ax.set_title(f"Width and the transition: {title}, y = z² − 1, d = 1000", fontsize=8)
+        ax.set_ylim(bottom=0)
+    axes[0].legend(fontsize=7, loc="lower left", frameon=False)
+    fig.tight_layout()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=120)
+    plt.close(fig)
+    return out
+
+
+def main(argv: list[str] | None = None) -> Path:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--json", type=Path, default=JSON)
+    ap.add_argument("--out", type=Path, default=OUT)
+    a = ap.parse_args(argv)
+    return draw(json.loads(a.json.read_text()), a.out)
+
+
+if __name__ == "__main__":
+    print(main())
