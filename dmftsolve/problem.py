@@ -195,7 +195,7 @@ class Target(_Frozen):
         object.__setattr__(self, "k", k)
         # validate now, so that errors surface at construction
         _ = self.sympy_expr
-        reason = _pole_problem(self)
+        reason = _domain_problem(self) or _pole_problem(self)
         if reason is not None:
             raise ValueError(reason)
 
@@ -249,6 +249,29 @@ class Target(_Frozen):
 
 
 _BOUNDED = (sp.sin, sp.cos, sp.tanh, sp.erf, sp.erfc, sp.atan, sp.sign, sp.Heaviside)
+
+
+def _domain_problem(target: Target) -> str | None:
+    """Why the label is not real and finite for ``z ~ N(0, I)`` (and ``ε``), or None (one line).
+
+    The label is evaluated at 256 fixed Gaussian points: ``sqrt(z)``, ``log(z)``,
+    ``z**0.5`` are NaN for half of them, and used to run until GD reported a
+    "non-finite gradient" as if the step size were at fault.
+    """
+    pts = np.random.default_rng(2026).standard_normal((256, len(target.symbols)))
+    with np.errstate(all="ignore"):
+        y = target(pts[:, :-1], pts[:, -1])
+    bad = np.nonzero(~np.isfinite(y))[0]
+    if bad.size == 0:
+        return None
+    i = int(bad[0])
+    names = target.variable_names[:3]
+    where = ", ".join(f"{n} = {pts[i, j]:.3g}" for j, n in enumerate(names))
+    if target.noisy:
+        where += f", eps = {pts[i, -1]:.3g}"
+    return (f"target={_short(target.expr)} is not real and finite for Gaussian latents: at {where} "
+            f"it is {y[i]} ({bad.size} of 256 test points; a square root, logarithm or fractional power "
+            "of a negative number, or a pole?); labels must be finite real numbers")
 
 
 def _pole_candidates(expr: sp.Expr, power: float = 1.0) -> list[tuple[sp.Expr, float]]:

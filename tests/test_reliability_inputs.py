@@ -176,3 +176,17 @@ def test_single_latent_z_with_k_above_one_names_the_fix() -> None:
     with pytest.raises(ValueError, match=r"uses the single latent 'z' but k=8; .* z1 … z8"):
         Target("z**2", k=8)
     assert Target("z**2", k=1).k == 1
+
+
+@pytest.mark.parametrize("text", ["sqrt(z)", "log(z)", "z**0.5", "z**(-1/3)", "log(sin(z))",
+                                  "z1*sqrt(z2) + eps"])
+def test_labels_undefined_on_the_gaussian_domain_are_refused(text: str) -> None:
+    # NaN for z < 0: GD reported a "non-finite gradient" and suggested a smaller step size
+    with pytest.raises(ValueError, match="is not real and finite for Gaussian latents"):
+        Target(text)
+
+
+def test_cli_undefined_label_names_the_target(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run_cli(capsys, "dmft", "--delta", "2", "--steps", "4", "--target", "sqrt(z)")
+    assert code == 2 and err.startswith("dmftsolve dmft: error: target='sqrt(z)' is not real and finite")
+    assert "--eta" not in err
