@@ -389,6 +389,18 @@ class Network(_Frozen):
             raise ValueError(f"a must have m={m} entries, got {len(a)}")
         object.__setattr__(self, "a", a)
         _ = self.sympy_expr
+        if self.activation not in NAMED_ACTIVATIONS:
+            r = np.random.default_rng(2027).standard_normal(256) * 3.0
+            for order in (0, 1, 2):
+                with np.errstate(all="ignore"):
+                    v = self.sigma(r, order)
+                bad = np.nonzero(~np.isfinite(v))[0]
+                if bad.size:
+                    what = ("it is", "its derivative is", "its second derivative is")[order]
+                    raise ValueError(
+                        f"activation={_short(self.activation)} is not finite on the real line: at "
+                        f"r = {r[bad[0]]:.3g} {what} {v[bad[0]]} ({bad.size} of 256 test points; a "
+                        "square root, logarithm or fractional power of a negative number, or a pole?)")
 
     @cached_property
     def sympy_expr(self) -> sp.Expr:
@@ -430,6 +442,19 @@ class Loss(_Frozen):
 
     def __post_init__(self) -> None:
         _ = self.sympy_expr
+        if self.name not in NAMED_LOSSES:
+            pts = np.random.default_rng(2028).standard_normal((2, 256)) * 2.0
+            for order in (0, 1, 2):
+                with np.errstate(all="ignore"):
+                    v = self(pts[0], pts[1], order)
+                bad = np.nonzero(~np.isfinite(v))[0]
+                if bad.size:
+                    what = ("it is", "its derivative in f is", "its second derivative in f is")[order]
+                    i = bad[0]
+                    raise ValueError(
+                        f"loss={_short(self.name)} is not finite: at y = {pts[0, i]:.3g}, f = "
+                        f"{pts[1, i]:.3g} {what} {v[i]} ({bad.size} of 256 test points; a square root, "
+                        "logarithm or fractional power of a negative number, or a pole?)")
 
     @cached_property
     def sympy_expr(self) -> sp.Expr:

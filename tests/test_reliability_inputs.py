@@ -190,3 +190,14 @@ def test_cli_undefined_label_names_the_target(capsys: pytest.CaptureFixture[str]
     code, _, err = run_cli(capsys, "dmft", "--delta", "2", "--steps", "4", "--target", "sqrt(z)")
     assert code == 2 and err.startswith("dmftsolve dmft: error: target='sqrt(z)' is not real and finite")
     assert "--eta" not in err
+
+
+@pytest.mark.parametrize(("kwargs", "words"), [
+    ({"activation": "sqrt(r)"}, "activation='sqrt(r)' is not finite on the real line"),
+    ({"activation": "log(r)"}, "activation='log(r)' is not finite"),
+    ({"loss": "log(f)*(y - f)**2"}, "loss='log(f)*(y - f)**2' is not finite"),
+])
+def test_activation_and_loss_undefined_for_negative_arguments(kwargs: dict, words: str) -> None:
+    with pytest.raises(ValueError, match=words.replace("(", r"\(").replace(")", r"\)").replace("*", r"\*")):
+        Problem.build(**kwargs)
+    Problem.build(activation="r**3 - r", loss="log(1 + exp(-y*f))")  # finite everywhere: kept
