@@ -195,7 +195,7 @@ class Target(_Frozen):
         object.__setattr__(self, "k", k)
         # validate now, so that errors surface at construction
         _ = self.sympy_expr
-        reason = _domain_problem(self) or _pole_problem(self)
+        reason = _domain_problem(self) or _pole_problem(self) or _growth_problem(self)
         if reason is not None:
             raise ValueError(reason)
 
@@ -272,6 +272,42 @@ def _domain_problem(target: Target) -> str | None:
     return (f"target={_short(target.expr)} is not real and finite for Gaussian latents: at {where} "
             f"it is {y[i]} ({bad.size} of 256 test points; a square root, logarithm or fractional power "
             "of a negative number, or a pole?); labels must be finite real numbers")
+
+
+def _growth_problem(target: Target) -> str | None:
+    """Why ``y`` grows too fast for a finite variance (``exp(c z²)``, ``c >= 1/4``), or None.
+
+    ``log|h|`` is evaluated at ``t = 6, 8, 10`` along each latent axis (the first 50),
+    the diagonal and the noise axis, both ways; its second difference estimates the
+    coefficient ``c`` of ``t²``. ``E[exp(2c z²)]`` diverges for ``c >= 1/4``
+    (``exp(z**2)``), and a label that overflows double precision at ``|z| = 10`` is
+    refused too.
+    """
+    k = len(target.symbols) - 1
+    dirs = [np.eye(k + 1)[i] for i in range(min(k, 50))]
+    if k > 1:
+        dirs.append(np.r_[np.ones(k) / math.sqrt(k), 0.0])
+    if target.noisy:
+        dirs.append(np.eye(k + 1)[k])
+    t = np.array([6.0, 8.0, 10.0])
+    pts = np.array([s * tt * d for d in dirs for s in (1.0, -1.0) for tt in t])
+    with np.errstate(all="ignore"):
+        y = target(pts[:, :-1], pts[:, -1])
+        g = np.log(np.abs(y)).reshape(-1, 3)
+    for row, (vals, yy) in enumerate(zip(g, y.reshape(-1, 3), strict=True)):
+        d = dirs[row // 2]
+        along = ("the noise" if target.noisy and d[-1] == 1 else "the diagonal" if np.count_nonzero(d) > 1
+                 else target.variable_names[int(np.argmax(d))])
+        if not np.all(np.isfinite(yy)):
+            return (f"target={_short(target.expr)} overflows double precision at |{along}| = 10 (it is "
+                    f"{yy[~np.isfinite(yy)][0]}): too steep for a label of Gaussian latents")
+        if not np.all(np.isfinite(vals)):
+            continue  # a zero of h at a test point: no growth to measure there
+        c = (vals[2] - 2 * vals[1] + vals[0]) / 8.0
+        if c >= 0.245:
+            return (f"target={_short(target.expr)} has no finite variance: along {along} it grows like "
+                    f"exp({c:.3g}·t²), and E[exp(2c z²)] is infinite for c >= 1/4")
+    return None
 
 
 def _pole_candidates(expr: sp.Expr, power: float = 1.0) -> list[tuple[sp.Expr, float]]:

@@ -201,3 +201,18 @@ def test_activation_and_loss_undefined_for_negative_arguments(kwargs: dict, word
     with pytest.raises(ValueError, match=words.replace("(", r"\(").replace(")", r"\)").replace("*", r"\*")):
         Problem.build(**kwargs)
     Problem.build(activation="r**3 - r", loss="log(1 + exp(-y*f))")  # finite everywhere: kept
+
+
+@pytest.mark.parametrize("text", ["exp(z**2)", "exp(z**2/4)", "exp(z1*z2)", "sinh(z**2)", "exp(eps**2)",
+                                  "sign(z)*exp(z**2/2)"])
+def test_gaussian_growth_without_finite_variance_is_refused(text: str) -> None:
+    # E[exp(2c z²)] = 1/sqrt(1 - 4c) for c < 1/4 and ∞ from c = 1/4 on
+    with pytest.raises(ValueError, match="has no finite variance: along .* grows like exp"):
+        Target(text)
+
+
+def test_growth_check_keeps_finite_variance_and_refuses_overflow() -> None:
+    for text in ("exp(z**2/5)", "exp(3*z)", "cosh(z)**2", "1e300*z**2", "exp(-z**2)"):
+        Target(text)
+    with pytest.raises(ValueError, match="overflows double precision"):
+        Target("exp(80*z)")
