@@ -603,6 +603,23 @@ def _issue30_cases() -> list[Case]:
     c.append(_cli(g, "huge", "--target 'z1*z2*z3' --k 200 --method binned", "input", "--target",
                   "z1*z2*z3", "--k", "200", "--method", "binned"))
     c.append(_cli(g, "zero", "--max-pieces 0", "input", "--max-pieces", "0"))
+    # labels undefined or unbounded on the Gaussian domain; activations and losses likewise
+    for grp, opt, text in [("dmft", "--target", "sqrt(z)"), ("simulate", "--target", "log(z)"),
+                           ("dmft", "--target", "exp(z**2)"), ("dmft", "--target", "exp(z1*z2)"),
+                           ("simulate", "--target", "exp(80*z)"), ("dmft", "--activation", "sqrt(r)"),
+                           ("simulate", "--loss", "log(f)*(y-f)**2")]:
+        c.append(_cli(grp, "undefined or unbounded", f"{opt} {text!r}", "input", opt, text))
+    # answers with a closed form: relu(z)² has E[z|y=0] ≠ 0 (δ_alg = 0); monotone functions of |z|
+    # and z² with tiny noise have the 1/2 of z² (to the binned method's accuracy)
+    c.append(Case(group=g, kind="closed form", label="--target 'relu(z)**2' (δ_alg = 0)", expect="ok",
+                  argv=(g, "--target", "relu(z)**2", "--json"), check=_delta_alg_is(0.0)))
+    for text in ("abs(z)**0.5", "log(abs(z))", "z**2 + 1e-3*eps", "z**2 + 1e-300*eps"):
+        c.append(Case(group=g, kind="closed form", label=f"--target {text!r} (δ_alg ≈ 1/2)", expect="ok",
+                      argv=(g, "--target", text, "--json"), check=_delta_alg_is(0.5, 0.01)))
+    c.append(_cli(g, "wrong method", "--target 'z**2 + 1e-3*eps' --method additive", "input", "--target",
+                  "z**2 + 1e-3*eps", "--method", "additive"))
+    c.append(_cli(g, "not supported", "--target 'z1**2+z2**2+z3**2+0.5*eps' --method additive", "input",
+                  "--target", "z1**2+z2**2+z3**2+0.5*eps", "--method", "additive"))
     # more workers than CPUs: capped with a warning, the run succeeds
     c.append(_cli("simulate", "huge", "--workers 1000 (capped to the CPUs)", "ok", "--delta", "2,3",
                   "--workers", "1000", fast=False))
