@@ -37,8 +37,6 @@ PENDING: dict[tuple[str, str], str] = {
     ("Training", "EX01"): "dmftsolve/problem.py",
     ("check_delta", "PR01"): "dmftsolve/problem.py",
     ("check_delta", "EX01"): "dmftsolve/problem.py",
-    ("DMFTSettings", "PR01"): "dmftsolve/dynamics/dmft.py",
-    ("simulate", "EX01"): "dmftsolve/simulation/simulator.py",
 }
 
 #: Longest an example may take (seconds); they are meant to take well under one.

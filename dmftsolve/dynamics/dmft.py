@@ -178,7 +178,7 @@ def check_null_rtol(value: Any) -> None:
 class DMFTSettings:
     """Options of :func:`solve_dmft`, validated on construction.
 
-    Attributes
+    Parameters
     ----------
     n_paths : int
         Monte Carlo paths ``N`` of the sample process (rounded up to a multiple

@@ -729,6 +729,17 @@ def simulate(
         For invalid arguments (naming the parameter).
     SolverError
         If ``throw`` and a trial produced non-finite values or Lanczos failed.
+
+    Examples
+    --------
+    Two GD runs of a GeLU neuron on ``y = z² − 1`` far above the transition (d = 200, δ = 20):
+    both learn the hidden direction, by the criterion of :mod:`dmftsolve.success`.
+
+    >>> from dmftsolve import Problem
+    >>> p = Problem.build(target="z**2 - 1", activation="gelu", eta=0.5, steps=60)
+    >>> run = simulate(p, 200, 20.0, seed=0, trials=2, record_every=10)
+    >>> run.cosine.shape, run.success().tolist()
+    ((2, 7), [True, True])
     """
     d, n, delta, trials, opts = prepare_simulation(
         problem, d, delta, trials=trials, gram=gram, record_every=record_every, n_test=n_test,
