@@ -183,3 +183,13 @@ def test_cusp_or_log_singularity_falls_back_to_binned(text: str) -> None:
     assert r.ok and r.method == "binned" and r.delta_alg == pytest.approx(0.5, abs=3 * r.error + 1e-3)
     with pytest.raises(ValueError, match="not finite everywhere"):
         alg_threshold(text, method="preimage")
+
+
+def test_non_additive_noise_is_recognised_quickly() -> None:
+    # sp.simplify took 16 s to find that a sum of 39 tanh(i*z + i*eps) is not h0(z) + c·eps
+    t0 = time.perf_counter()
+    assert weak_recovery._additive_noise(Target("+".join(f"tanh({i}*z + {i}*eps)" for i in range(1, 40)))) \
+        is None
+    assert time.perf_counter() - t0 < 3
+    h0, c = weak_recovery._additive_noise(Target("(z + eps)**2 - eps**2 - 2*z*eps + 3*eps"))
+    assert c == 3.0 and str(h0) == "z**2"

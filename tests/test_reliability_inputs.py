@@ -216,3 +216,10 @@ def test_growth_check_keeps_finite_variance_and_refuses_overflow() -> None:
         Target(text)
     with pytest.raises(ValueError, match="overflows double precision"):
         Target("exp(80*z)")
+
+
+def test_bounded_oscillating_label_is_not_taken_for_growth() -> None:
+    # a sum of 59 sines is bounded: log|h| jumps near its zeros, which is no exp(c t²) growth
+    Target("+".join(f"sin({i}*z)" for i in range(1, 60)) + " + eps")
+    with pytest.raises(ValueError, match="no finite variance"):
+        Target("1e-300*exp(z**2/4)")  # the scale does not hide the growth
