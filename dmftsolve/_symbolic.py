@@ -247,7 +247,13 @@ def constant_problem(value: object) -> str | None:
     str or None
         A phrase such as ``"is infinite or undefined (a division by zero or log(0)?)"``.
     """
-    if not isinstance(value, sp.Expr) or not value.is_number:
+    if not isinstance(value, sp.Expr):
+        return None
+    if not value.is_number:  # symbols left: only an infinite or undefined part is judged (r*(1/0))
+        if value.has(sp.zoo, sp.oo, -sp.oo):
+            return "is infinite (a division by zero or log(0)?)"
+        if value.has(sp.nan):
+            return "is undefined (nan)"
         return None
     if value.has(sp.zoo, sp.oo, -sp.oo):
         return "is infinite (a division by zero or log(0)?)"

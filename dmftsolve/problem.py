@@ -91,8 +91,8 @@ def check_real(name: str, value: Any, *, positive: bool = False, nonnegative: bo
     return v
 
 
-def check_integer(name: str, value: Any, minimum: int) -> int:
-    """Return ``value`` as an int ``>= minimum``, raising ``ValueError`` naming ``name`` otherwise.
+def check_integer(name: str, value: Any, minimum: int, maximum: int | None = None) -> int:
+    """Return ``value`` as an int in ``[minimum, maximum]``, raising ``ValueError`` naming ``name`` otherwise.
 
     Booleans and strings are refused; a float is accepted only if it is a
     whole number (``3.0``).
@@ -104,6 +104,8 @@ def check_integer(name: str, value: Any, minimum: int) -> int:
             raise ValueError(f"{name} must be an integer, got {_short(value, 40)}")
     if value < minimum:
         raise ValueError(f"{name} must be >= {minimum}, got {_short(value, 40)}")
+    if maximum is not None and value > maximum:
+        raise ValueError(f"{name} must be <= {maximum}, got {_short(value, 40)}")
     return int(value)
 
 
@@ -136,6 +138,11 @@ def _number_sequence(name: str, value: Any) -> tuple[Any, ...]:
 
 
 # --------------------------------------------------------------------------- target
+#: Largest network width ``m`` and number of GD steps a problem takes (beyond them the
+#: arrays cannot be allocated: ``m = 10**19`` ended in an OverflowError, ``steps = 10**19``
+#: was accepted).
+MAX_M = 1_000_000
+MAX_STEPS = 10**9
 _Z_INDEXED = re.compile(r"^z([1-9][0-9]*)$")
 #: Largest latent dimension ``k`` (explicit, or implied by the highest index ``zk`` used).
 MAX_K = 1000
@@ -417,7 +424,7 @@ class Network(_Frozen):
         if not isinstance(self.bias, (bool, np.bool_)):
             raise ValueError(f"bias must be a bool (True or False), got {self.bias!r}")
         object.__setattr__(self, "bias", bool(self.bias))
-        m = check_integer("m", self.m, minimum=1)
+        m = check_integer("m", self.m, minimum=1, maximum=MAX_M)
         object.__setattr__(self, "m", m)
         a = (1.0,) * m if self.a is None else self.a
         if isinstance(a, (str, bytes, Mapping)) or (not isinstance(a, (Sequence, np.ndarray))
@@ -620,7 +627,7 @@ class Training(_Frozen):
     def __post_init__(self) -> None:
         object.__setattr__(self, "eta", check_real("eta", self.eta, positive=True))
         object.__setattr__(self, "lam", check_real("lam", self.lam, nonnegative=True))
-        object.__setattr__(self, "steps", check_integer("steps", self.steps, minimum=0))
+        object.__setattr__(self, "steps", check_integer("steps", self.steps, minimum=0, maximum=MAX_STEPS))
         if not isinstance(self.init, Init):
             raise ValueError(f"init must be an Init, got {self.init!r}")
         hz = tuple(check_integer("hold_zero entry", i, minimum=0) for i in self.hold_zero)
@@ -685,7 +692,7 @@ class Problem(_Frozen):
         ``q0 I_m``. ``bias=True`` adds a trained per-unit bias to the first
         layer (:class:`Network`).
         """
-        m = check_integer("m", m, minimum=1)
+        m = check_integer("m", m, minimum=1, maximum=MAX_M)
         a = None if a is None else _number_sequence("a", a)
         hold_zero = _number_sequence("hold_zero", hold_zero)
         if M0 is not None:

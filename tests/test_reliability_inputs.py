@@ -223,3 +223,17 @@ def test_bounded_oscillating_label_is_not_taken_for_growth() -> None:
     Target("+".join(f"sin({i}*z)" for i in range(1, 60)) + " + eps")
     with pytest.raises(ValueError, match="no finite variance"):
         Target("1e-300*exp(z**2/4)")  # the scale does not hide the growth
+
+
+def test_infinite_part_next_to_a_symbol_is_refused() -> None:
+    # r*1/0 is r/0 = zoo*r: no constant sub-expression is infinite, the product is
+    for text in ("r*1/0", "r/0", "log(0*r)"):
+        with pytest.raises(ValueError, match="^activation: .* is infinite"):
+            Problem.build(activation=text)
+
+
+def test_huge_integers_are_refused_not_overflowed() -> None:
+    with pytest.raises(ValueError, match="^steps must be <= "):
+        Problem.build(steps=10**19)
+    with pytest.raises(ValueError, match="^m must be <= "):
+        Problem.build(m=10**19)  # OverflowError: cannot fit 'int' into an index-sized integer

@@ -542,6 +542,53 @@ def _cases() -> list[Case]:
     c += _issue30_cases()
     c += _api_cases()
     c += _issue30_api_cases()
+    c += _issue30_sweep()
+    return c
+
+
+#: Labels whose δ_alg has a closed form: strictly monotone functions of z² (the σ-algebra of z²:
+#: δ_alg = 1/2) and of z (E[z|y] = z ≠ 0: δ_alg = 0).
+_EVEN_LABELS = ("z**2", "atan(z**2)", "log(1 + z**2)", "sqrt(z**2 + 1)", "1/(z**2 + 1)", "-z**2",
+                "3*z**2 - 7", "z**4", "z**6 + z**2", "asinh(z**2)", "abs(z)", "abs(z)**3", "cosh(z)",
+                "exp(z**2/8)", "z**2*(z**2 + 2)")
+_ODD_LABELS = ("z", "z**3", "tanh(z)", "atan(z)", "erf(z)", "sinh(z)", "asinh(z)", "z + z**3",
+               "sign(z)", "relu(z)", "exp(z)", "Heaviside(z)")
+#: Affine maps of the label, which leave δ_alg unchanged.
+_AFFINE = ("1e-200*({})", "1e200*({})", "({}) + 1e250", "-1e-100*({}) + 7", "(1/2)**1000*({}) - 2**900")
+#: Values that are not a plain real number, for every numeric keyword of Problem.build.
+_NOT_NUMBERS = (("bool", True), ("bool", False), ("wrong type", "1"), ("wrong type", b"1"),
+                ("wrong type", 1 + 0j), ("huge", 10**400), ("wrong type", [1]), ("wrong type", None))
+#: Constants that are not finite real numbers, and where they hide.
+_NON_REAL = ("sqrt(-2)", "log(-3)", "log(0)", "1/0", "0/0", "(-2)**(1/2)", "(-27)**(1/3)",
+             "asinh(sqrt(-4))", "exp(800)", "2**1100", "atan(1/0)", "Max(sqrt(-1), 1)")
+
+
+def _issue30_sweep() -> list[Case]:
+    """Issue 30, the sweep written after the fixes: closed-form δ_alg under label scale and
+    offset, every numeric keyword of ``Problem.build`` with non-numbers, and non-real
+    constants in every expression option."""
+    import dmftsolve as ds
+
+    c: list[Case] = []
+    g = "alg-threshold"
+    for labels, ref in ((_EVEN_LABELS, 0.5), (_ODD_LABELS, 0.0)):
+        for base in labels:
+            for fmt in _AFFINE:
+                text = fmt.format(base)
+                c.append(Case(group=g, kind="label scale", label=f"--target {text!r} (δ_alg = {ref:g})",
+                              expect="ok", argv=(g, "--target", text, "--json"),
+                              check=_delta_alg_is(ref, 1e-6)))
+    for key in ("eta", "lam", "q0", "steps", "m", "k"):
+        for kind, value in _NOT_NUMBERS:
+            if key == "k" and value is None:
+                continue  # k=None is the default (the largest index used)
+            c.append(_api(kind, f"Problem.build({key}={value!r:.20})", "input",
+                          lambda key=key, value=value: ds.Problem.build(**{key: value})))
+    for const in _NON_REAL:
+        for grp, opt, template in (("alg-threshold", "--target", "z**2 + {}"),
+                                   ("dmft", "--activation", "r*{}"), ("simulate", "--loss", "{}*(y - f)**2")):
+            text = template.format(const)
+            c.append(_cli(grp, "complex/infinite constant", f"{opt} {text!r}", "input", opt, text))
     return c
 
 
