@@ -28,7 +28,7 @@ import inspect
 import math
 import numbers
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Literal
@@ -124,6 +124,20 @@ class _Frozen:
         self.__dict__.update(state)
 
 
+#: Verdicts of the numerical checks of targets, activations and losses, by their text: the
+#: checks compile and evaluate the expression (milliseconds), and Problem.replace rebuilds often.
+_CHECKED: dict[tuple[Any, ...], str | None] = {}
+
+
+def _cached_check(key: tuple[Any, ...], check: Callable[[], str | None]) -> str | None:
+    """``check()``, remembered under ``key`` (at most 1024 entries)."""
+    if key not in _CHECKED:
+        if len(_CHECKED) >= 1024:
+            _CHECKED.clear()
+        _CHECKED[key] = check()
+    return _CHECKED[key]
+
+
 def _number_sequence(name: str, value: Any) -> tuple[Any, ...]:
     """``value`` as a tuple, refusing text, mappings and scalars that are not sequences.
 
@@ -202,7 +216,8 @@ class Target(_Frozen):
         object.__setattr__(self, "k", k)
         # validate now, so that errors surface at construction
         _ = self.sympy_expr
-        reason = _domain_problem(self) or _pole_problem(self) or _growth_problem(self)
+        reason = _cached_check(("target", self.expr, k), lambda: _domain_problem(self)
+                               or _pole_problem(self) or _growth_problem(self))
         if reason is not None:
             raise ValueError(reason)
 
@@ -437,17 +452,23 @@ class Network(_Frozen):
         object.__setattr__(self, "a", a)
         _ = self.sympy_expr
         if self.activation not in NAMED_ACTIVATIONS:
-            r = np.random.default_rng(2027).standard_normal(256) * 3.0
-            for order in (0, 1, 2):
-                with np.errstate(all="ignore"):
-                    v = self.sigma(r, order)
-                bad = np.nonzero(~np.isfinite(v))[0]
-                if bad.size:
-                    what = ("it is", "its derivative is", "its second derivative is")[order]
-                    raise ValueError(
-                        f"activation={_short(self.activation)} is not finite on the real line: at "
+            reason = _cached_check(("activation", self.activation), self._domain_problem)
+            if reason is not None:
+                raise ValueError(reason)
+
+    def _domain_problem(self) -> str | None:
+        """Why σ, σ' or σ'' is not finite at 256 fixed real test points, or None."""
+        r = np.random.default_rng(2027).standard_normal(256) * 3.0
+        for order in (0, 1, 2):
+            with np.errstate(all="ignore"):
+                v = self.sigma(r, order)
+            bad = np.nonzero(~np.isfinite(v))[0]
+            if bad.size:
+                what = ("it is", "its derivative is", "its second derivative is")[order]
+                return (f"activation={_short(self.activation)} is not finite on the real line: at "
                         f"r = {r[bad[0]]:.3g} {what} {v[bad[0]]} ({bad.size} of 256 test points; a "
                         "square root, logarithm or fractional power of a negative number, or a pole?)")
+        return None
 
     @cached_property
     def sympy_expr(self) -> sp.Expr:
@@ -490,18 +511,24 @@ class Loss(_Frozen):
     def __post_init__(self) -> None:
         _ = self.sympy_expr
         if self.name not in NAMED_LOSSES:
-            pts = np.random.default_rng(2028).standard_normal((2, 256)) * 2.0
-            for order in (0, 1, 2):
-                with np.errstate(all="ignore"):
-                    v = self(pts[0], pts[1], order)
-                bad = np.nonzero(~np.isfinite(v))[0]
-                if bad.size:
-                    what = ("it is", "its derivative in f is", "its second derivative in f is")[order]
-                    i = bad[0]
-                    raise ValueError(
-                        f"loss={_short(self.name)} is not finite: at y = {pts[0, i]:.3g}, f = "
+            reason = _cached_check(("loss", self.name), self._domain_problem)
+            if reason is not None:
+                raise ValueError(reason)
+
+    def _domain_problem(self) -> str | None:
+        """Why the loss or its first two f-derivatives is not finite at 256 test points, or None."""
+        pts = np.random.default_rng(2028).standard_normal((2, 256)) * 2.0
+        for order in (0, 1, 2):
+            with np.errstate(all="ignore"):
+                v = self(pts[0], pts[1], order)
+            bad = np.nonzero(~np.isfinite(v))[0]
+            if bad.size:
+                what = ("it is", "its derivative in f is", "its second derivative in f is")[order]
+                i = bad[0]
+                return (f"loss={_short(self.name)} is not finite: at y = {pts[0, i]:.3g}, f = "
                         f"{pts[1, i]:.3g} {what} {v[i]} ({bad.size} of 256 test points; a square root, "
                         "logarithm or fractional power of a negative number, or a pole?)")
+        return None
 
     @cached_property
     def sympy_expr(self) -> sp.Expr:
