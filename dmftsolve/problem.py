@@ -306,11 +306,16 @@ def _growth_problem(target: Target) -> str | None:
     refused too.
     """
     k = len(target.symbols) - 1
-    dirs = [np.eye(k + 1)[i] for i in range(min(k, 50))]
-    if k > 1:
-        dirs.append(np.r_[np.ones(k) / math.sqrt(k), 0.0])
+    free = target.sympy_expr.free_symbols
+    used = [i for i in range(k) if target.symbols[i] in free][:50]  # the latents the label uses
+    eye = np.eye(k + 1)
+    dirs = [eye[i] for i in used]
+    if len(used) > 1:
+        dirs.append(eye[used].sum(axis=0) / math.sqrt(len(used)))
     if target.noisy:
-        dirs.append(np.eye(k + 1)[k])
+        dirs.append(eye[k])
+    if not dirs:  # a constant label
+        return None
     t = np.array([6.0, 8.0, 10.0])
     pts = np.array([s * tt * d for d in dirs for s in (1.0, -1.0) for tt in t])
     typical = np.random.default_rng(2029).standard_normal((256, k + 1))

@@ -237,3 +237,10 @@ def test_huge_integers_are_refused_not_overflowed() -> None:
         Problem.build(steps=10**19)
     with pytest.raises(ValueError, match="^m must be <= "):
         Problem.build(m=10**19)  # OverflowError: cannot fit 'int' into an index-sized integer
+
+
+def test_growth_checked_along_the_latents_used() -> None:
+    with pytest.raises(ValueError, match="along z1000 it grows"):
+        Target("exp(z1000**2)")  # not among the first 50 axes
+    for text in ("1", "eps", "0*z", "z1000**2"):
+        Target(text)  # constant or finite variance
