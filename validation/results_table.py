@@ -646,6 +646,27 @@ def render(rows: list[dict[str, Any]], cfg: dict[str, Any], cmd: str, quick: boo
     return "\n".join(lines) + "\n"
 
 
+def width_section() -> str:
+    """The section "Threshold against width": GD's δ_50 and the theory's at m = 1–4 and on the
+    easy-plus-hard and two-direction targets, from ``validation/results/width_transition.json``
+    (``validation/width_transition.py``; its table, and the figure of
+    ``validation/figures/width.py``). Empty if that file is missing."""
+    path = ROOT / "validation" / "results" / "width_transition.json"
+    if not path.exists():
+        return ""
+    sys.path.insert(0, str(ROOT / "validation"))
+    import width_transition as wt
+
+    table = wt.report(json.loads(path.read_text()))
+    body = table.split("\n", 2)[2]  # drop the report's own title
+    return ("## Threshold against width, and targets with easy and hard directions\n\n"
+            "![GD's δ_50 and the theory's against the width m, GeLU and r² on z² − 1 at d = 1000]"
+            "(../validation/results/figures/width.png)\n\n"
+            "Figure: `python validation/figures/width.py`. Table: `python validation/width_transition.py "
+            "--report` (the searches: `--side theory` and `--side gd`, `--ds 1000`, `--only NAME`). "
+            "Findings: `docs/findings.md` §10.\n" + body)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -765,6 +786,8 @@ def main(argv: list[str] | None = None) -> int:
             cache.computed += 1
     cmd = command_line(argv and [sys.argv[0], *argv])
     md = render(rows, cfg, cmd, args.quick)
+    if not args.quick:
+        md = md.rstrip("\n") + "\n\n" + width_section()
     out_md.parent.mkdir(parents=True, exist_ok=True)
     out_md.write_text(md)
     jpath = out_dir / f"{NAME}.json"
