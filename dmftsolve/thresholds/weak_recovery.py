@@ -15,6 +15,16 @@ For latents ``z ~ N(0, I_k)`` and a label ``y = h(z, ε)``:
 
 Everything needs ``E_y[A(y) ⊗ B(y)]`` for conditional expectations
 ``A, B``; by the tower property ``E_y[E[a|y] E[b|y]] = E[a(z) E[b|y](h(z))]``.
+Before any method runs, the label is standardised (:func:`_standardize`): an
+additive constant and a constant factor are removed symbolically (``δ_alg`` is
+invariant under ``y ↦ a·y + b``, and ``1e-300*z**2`` or ``z**2 + 1e300`` would
+lose every digit of ``y`` in double precision), with ``method="auto"`` the
+latents the label does not use are dropped (they add a zero block to ``F``),
+and a label that double precision cannot resolve (``log(1 + 1e-20*z**2)``) is
+refused. The exact methods take at most ``max_pieces`` monotone pieces of ``h``
+(their time grows like the square of the count); past it ``"auto"`` uses
+``"binned"``.
+
 Three methods, picked by ``method="auto"``:
 
 ``"preimage"`` (noiseless, ``k = 1``; exact)
