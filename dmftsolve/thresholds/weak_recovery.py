@@ -25,7 +25,7 @@ refused. The exact methods take at most ``max_pieces`` monotone pieces of ``h``
 (their time grows like the square of the count); past it ``"auto"`` uses
 ``"binned"``.
 
-Three methods, picked by ``method="auto"``:
+Four methods, picked by ``method="auto"``:
 
 ``"preimage"`` (noiseless, ``k = 1``; exact)
     The real line is split at the critical points of ``h`` (sign changes of
