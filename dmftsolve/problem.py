@@ -341,6 +341,57 @@ def _growth_problem(target: Target) -> str | None:
     return None
 
 
+def label_resolution(target: Target) -> tuple[str, str, str, float] | None:
+    """How well double precision resolves the label: ``(spread, center, miss, miss/spread)``, or None.
+
+    The label is evaluated at 16 fixed Gaussian points in double precision and in
+    50-digit mpmath arithmetic. ``spread`` is the range of the exact values,
+    ``center`` their median and ``miss`` the largest error of the double-precision
+    values (the ratio is taken in mpmath: both may be below the smallest double).
+    ``miss`` comparable to ``spread`` means the doubles do not see the
+    variation of ``y`` (``z**2 + 1e300`` and ``(1/2)**3000*z**2`` are constant in
+    double precision). None when mpmath cannot evaluate the label or it is constant.
+
+    Parameters
+    ----------
+    target : Target
+        The label.
+
+    Returns
+    -------
+    tuple or None
+        ``spread``, ``center`` and ``miss`` as text (they may be below the smallest
+        double: ``(1/2)**3000*z**2``), and ``miss/spread`` as a float.
+    """
+    syms = list(target.symbols)
+    pts = np.random.default_rng(20261203).standard_normal((16, len(syms))) * 1.5
+    with np.errstate(all="ignore"):
+        y = target(pts[:, :-1], pts[:, -1])
+    try:
+        import mpmath
+
+        exact_fn = sp.lambdify(syms, target.sympy_expr, modules="mpmath")
+        # enough digits that 1e300 + z**2 keeps its z**2: 40 more than the largest decade of a
+        # number in the expression
+        decades = [abs(float(mpmath.log10(abs(mpmath.mpf(a))))) for a in target.sympy_expr.atoms(sp.Number)
+                   if a != 0 and a.is_finite]
+        with mpmath.workdps(40 + min(int(max(decades, default=0)), 1200)):
+            exact = [mpmath.mpf(exact_fn(*map(mpmath.mpf, row.tolist()))) for row in pts]
+            if not all(mpmath.isfinite(v) for v in exact) or not np.all(np.isfinite(y)):
+                return None
+            spread_mp = max(exact) - min(exact)
+            if not spread_mp > 0:
+                return None
+            miss_mp = max(abs(mpmath.mpf(float(a)) - b) for a, b in zip(y, exact, strict=True))
+            # the ratio in mpmath: spread and miss may both be below the smallest double
+            ratio = float(miss_mp / spread_mp)
+            spread, miss = mpmath.nstr(spread_mp, 3), mpmath.nstr(miss_mp, 3)
+            center = mpmath.nstr(sorted(exact)[len(exact) // 2], 6)
+    except Exception:  # noqa: BLE001 - a function mpmath lacks, a complex value: no verdict
+        return None
+    return spread, center, miss, ratio
+
+
 def _pole_candidates(expr: sp.Expr, power: float = 1.0) -> list[tuple[sp.Expr, float]]:
     """``(base, order)`` for each ``base**(-order)`` (and ``tan``) that can make ``|y|`` unbounded.
 
@@ -689,6 +740,14 @@ class Problem(_Frozen):
             if not isinstance(getattr(self, name), cls):
                 raise ValueError(f"{name} must be a {cls.__name__}, got {getattr(self, name)!r}")
         k, m = self.k, self.m
+        # GD sees the labels in double precision: a label they do not resolve is a constant
+        res = _cached_check(("resolution", self.target.expr, k), lambda: label_resolution(self.target))
+        if res is not None and res[3] > 0.1:
+            spread, center, miss, _ = res
+            raise ValueError(
+                f"target={_short(self.target.expr)} is too flat for double precision: the label varies "
+                f"by {spread} around {center}, which doubles miss by {miss}, so GD would "
+                "train on a constant; remove the constant that dominates it or rescale it")
         bad = [i for i in self.training.hold_zero if i >= k]
         if bad:
             raise ValueError(f"hold_zero={self.training.hold_zero!r} names directions >= k={k}")

@@ -244,3 +244,19 @@ def test_growth_checked_along_the_latents_used() -> None:
         Target("exp(z1000**2)")  # not among the first 50 axes
     for text in ("1", "eps", "0*z", "z1000**2"):
         Target(text)  # constant or finite variance
+
+
+@pytest.mark.parametrize("text", ["z**2 + 1e300", "z**2 + 1e17", "(1/2)**3000*z**2", "exp(-1000)*z",
+                                  "log(1 + 1e-20*z**2)"])
+def test_problem_refuses_labels_constant_in_double_precision(text: str) -> None:
+    # GD sees y in doubles: these are constants there (simulate/dmft trained on y = const);
+    # a bare Target keeps them, for alg_threshold, which removes the constant exactly
+    with pytest.raises(ValueError, match="too flat for double precision"):
+        Problem.build(target=text)
+    if "log" not in text:
+        Target(text)
+
+
+def test_problem_keeps_labels_doubles_resolve() -> None:
+    for text in ("1e-300*z**2", "z**2 + 1e15", "1e300*z**2", "z1*z2 + eps", "sign(z)", "1"):
+        Problem.build(target=text)

@@ -105,7 +105,7 @@ from scipy.stats import qmc
 
 from dmftsolve._symbolic import compile_expression, derivatives
 from dmftsolve.gaussian import as_generator
-from dmftsolve.problem import Problem, Target
+from dmftsolve.problem import Problem, Target, label_resolution
 from dmftsolve.results import Result, SolverError, Status
 
 __all__ = ["AlgThreshold", "alg_threshold"]
@@ -865,36 +865,18 @@ _HUGE = sp.Float(1e300)
 def _precision_loss(target: Target) -> str | None:
     """Why ``y`` evaluated in double precision does not resolve the label, or None.
 
-    The label is evaluated at a few Gaussian points in double precision and with
-    50-digit mpmath arithmetic; when the double-precision values miss the
-    variation of the exact ones (``log(1 + 1e-20*z**2)`` is 0 in doubles), every
-    method would see a constant label and report ``δ_alg = ∞``.
+    See :func:`dmftsolve.problem.label_resolution`: when the double-precision
+    values miss the variation of the exact ones (``log(1 + 1e-20*z**2)`` is 0 in
+    doubles), every method would see a constant label and report ``δ_alg = ∞``.
     """
-    expr = target.sympy_expr
-    syms = list(target.symbols)
-    gen = np.random.default_rng(20261203)
-    pts = gen.standard_normal((16, len(syms))) * 1.5
-    y = target(pts[:, :-1], pts[:, -1])
-    try:
-        import mpmath
-
-        exact_fn = sp.lambdify(syms, expr, modules="mpmath")
-        with mpmath.workdps(50):
-            exact = np.array([float(exact_fn(*map(mpmath.mpf, row.tolist()))) for row in pts])
-    except Exception:  # noqa: BLE001 - a function mpmath lacks: no verdict
+    res = label_resolution(target)
+    if res is None or res[3] <= 1e-3:
         return None
-    if not (np.all(np.isfinite(exact)) and np.all(np.isfinite(y))):
-        return None
-    spread = float(exact.max() - exact.min())
-    if spread <= 0:
-        return None
-    miss = float(np.max(np.abs(y - exact)))
-    if miss > 1e-3 * spread:
-        return (f"target={target.expr!r} is too flat for double precision: the label varies by "
-                f"{spread:.3g} around {float(np.median(exact)):.6g}, and double-precision "
-                f"evaluation misses that by {miss:.3g}; rewrite it without the constant it is "
-                "dominated by (δ_alg is unchanged by y -> a*y + b and by any invertible map of y)")
-    return None
+    spread, center, miss, _ = res
+    return (f"target={target.expr!r} is too flat for double precision: the label varies by "
+            f"{spread} around {center}, and double-precision "
+            f"evaluation misses that by {miss}; rewrite it without the constant it is "
+            "dominated by (δ_alg is unchanged by y -> a*y + b and by any invertible map of y)")
 
 
 def _standardize(target: Target, reduce: bool) -> tuple[Target, list[int], list[str]]:
