@@ -656,6 +656,9 @@ def _issue30_cases() -> list[Case]:
                            ("simulate", "--target", "exp(80*z)"), ("dmft", "--activation", "sqrt(r)"),
                            ("simulate", "--loss", "log(f)*(y-f)**2")]:
         c.append(_cli(grp, "undefined or unbounded", f"{opt} {text!r}", "input", opt, text))
+    # labels constant in double precision: GD would train on a constant
+    for grp, text in (("simulate", "z**2 + 1e300"), ("dmft", "(1/2)**3000*z**2"), ("dmft", "exp(-1000)*z")):
+        c.append(_cli(grp, "label too flat", f"--target {text!r}", "input", "--target", text))
     # answers with a closed form: relu(z)² has E[z|y=0] ≠ 0 (δ_alg = 0); monotone functions of |z|
     # and z² with tiny noise have the 1/2 of z² (to the binned method's accuracy)
     c.append(Case(group=g, kind="closed form", label="--target 'relu(z)**2' (δ_alg = 0)", expect="ok",
