@@ -1052,32 +1052,26 @@ class _Run:
         Mk, bk = self.M[:n1].copy(), self.bvec[:n1].copy()
         out = self.out
         cos_dir = self.cos_dir.copy()
-        if stopped is not None:  # first passage reached: nothing after step `stopped` was computed
-            cos_t = out["cosine"][stopped]
+        def blank_from(step: int) -> None:  # nothing from ``step`` on was computed (or it failed)
             for A in (Gk, Ck, Gek):
-                A[stopped:, :] = np.nan
-                A[:, stopped:] = np.nan
+                A[step:, :] = np.nan
+                A[:, step:] = np.nan
             for A in (Qk, Rk):
-                A[stopped + 1:, :] = np.nan
-                A[:, stopped + 1:] = np.nan
-            Mk[stopped + 1:] = np.nan
-            bk[stopped + 1:] = np.nan
+                A[step + 1:, :] = np.nan
+                A[:, step + 1:] = np.nan
+            Mk[step + 1:] = np.nan
+            bk[step + 1:] = np.nan
             for arr in out.values():
-                arr[stopped:] = np.nan
+                arr[step:] = np.nan
+
+        if stopped is not None:  # the first passage: the cosine at that step is kept
+            cos_t = out["cosine"][stopped]
+            blank_from(stopped)
             out["cosine"][stopped] = cos_t
         if status is not Status.SUCCESS:
             bad = max(last + 1, 0)
             cos_dir[bad:] = np.nan
-            for A in (Gk, Ck, Gek):
-                A[bad:, :] = np.nan
-                A[:, bad:] = np.nan
-            for A in (Qk, Rk):
-                A[bad + 1:, :] = np.nan
-                A[:, bad + 1:] = np.nan
-            Mk[bad + 1:] = np.nan
-            bk[bad + 1:] = np.nan
-            for arr in out.values():
-                arr[bad:] = np.nan
+            blank_from(bad)
         T1 = self._blk(self.T + 1)
         diagnostics = {
             "n_paths": self.N,
