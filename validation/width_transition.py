@@ -63,6 +63,9 @@ CASES: dict[str, dict[str, Any]] = {
                         "steps": 400, "start": 4.0},
     "gelu_z2m1_m2_ahalf": {"target": "z**2 - 1", "activation": "gelu", "m": 2, "a": [0.5, 0.5],
                            "eta": 0.5, "steps": 400, "start": 6.0},
+    # why width helps: the random initial overlap alone (no finite-n force), at width 2
+    "gelu_z2m1_m2_initial": {"target": "z**2 - 1", "activation": "gelu", "m": 2, "eta": 0.5, "steps": 400,
+                             "start": 3.5, "construction": "initial", "theory_only": True},
     "gelu_z2m1_m4": {"target": "z**2 - 1", "activation": "gelu", "m": 4, "eta": 0.5, "steps": 400,
                      "start": 2.0, "paths_per_sample": 4},
     "quad_z2m1_m1": {"target": "z**2 - 1", "activation": "quad", "m": 1, "eta": 0.1, "steps": 600,
@@ -103,14 +106,15 @@ def theory_search(case: str, d: int, *, tol: float, max_draws: int, seed: int, d
     like m²)."""
     p = problem_of(case)
     s = TransitionSettings(draws=draws, seed=seed, tol=tol, max_draws=max_draws, n_paths=n_paths,
-                           start=CASES[case]["start"], paths_per_sample=CASES[case].get("paths_per_sample"))
+                           start=CASES[case]["start"], paths_per_sample=CASES[case].get("paths_per_sample"),
+                           construction=CASES[case].get("construction", "forced"))
     t0 = time.perf_counter()
     c = transition(p, d, None, settings=s, throw=False, progress=True)
     return {"delta_50": c.delta_50, "err": c.delta_50_err, "width": c.width, "status": c.status.value,
             "message": c.message, "deltas": c.deltas, "successes": c.successes, "trials": c.draws,
             "seconds": time.perf_counter() - t0,
             "settings": {"draws": draws, "seed": seed, "tol": tol, "max_draws": max_draws, "n_paths": n_paths,
-                         "paths_per_sample": s.paths_per_sample},
+                         "paths_per_sample": s.paths_per_sample, "construction": s.construction},
             "escape_steps": {f"{pt.delta:g}": pt.escape_step for pt in c.points}}
 
 
@@ -222,7 +226,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 for d in ds:
                     for side in (("theory", "gd") if a.side == "both" else (a.side,)):
                         key = f"{case}|{d}|{side}"
-                        if key in _load():
+                        if key in _load() or (side == "gd" and CASES[case].get("theory_only")):
                             continue
                         if side == "theory":
                             v = theory_search(case, d, tol=a.tol or 0.15, max_draws=160, seed=a.seed)
