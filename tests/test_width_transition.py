@@ -233,3 +233,15 @@ def test_width_figure_from_a_small_json(tmp_path, load_validation) -> None:  # n
     pts = mod.points(data, "gelu_z2m1_m{m}", "gd")
     assert [p[0] for p in pts] == [2] and 2.5 < pts[0][1] < 3.5 and pts[0][2] > 0
     assert mod.points(data, "gelu_z2m1_m{m}", "theory") == []
+
+
+def test_cli_transition_sim_file_is_checked_before_any_work(tmp_path, capsys) -> None:  # noqa: ANN001
+    """A bad ``--sim`` file is refused up front (exit 2, one line), e.g. ``deltas`` as a string,
+    which used to be read character by character and fitted."""
+    from dmftsolve.cli import main
+
+    bad = tmp_path / "sim.json"
+    bad.write_text(json.dumps({"deltas": "ab", "successes": [1, 2], "trials": [3, 3]}))
+    assert main(["transition", "--d", "100", "--sim", str(bad)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "deltas must be a JSON array" in err[0]

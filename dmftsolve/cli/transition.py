@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import sys
@@ -118,16 +117,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _load_sim(path: Path | None) -> dict[str, Any] | None:
+    """The ``--sim`` counts, validated before any work (:func:`dmftsolve.cli._sim_file.load_success_counts`:
+    a regular file under a size cap, the schema, whole counts ≤ trials); bad input exits 2."""
     if path is None:
         return None
+    from dmftsolve.cli._sim_file import load_success_counts
+
     try:
-        sim = json.loads(path.read_text())
-        out = {k: [float(v) for v in sim[k]] for k in ("deltas", "successes", "trials")}
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise CommandError(f"--sim {path}: expected JSON with deltas, successes, trials ({exc})", 2) from None
-    if not len(out["deltas"]) == len(out["successes"]) == len(out["trials"]):
-        raise CommandError(f"--sim {path}: deltas, successes and trials differ in length", 2)
-    return out
+        return load_success_counts(path)
+    except ValueError as exc:
+        raise CommandError(str(exc), 2) from None
 
 
 def run(args: argparse.Namespace) -> int:
