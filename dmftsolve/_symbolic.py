@@ -38,6 +38,8 @@ MAX_NESTING_DEPTH = 32
 MAX_NUMBER_DIGITS = 1000
 # Largest exact exponent of a numeric base (``1.5**10000``); sympy evaluates such powers.
 _MAX_NUMERIC_EXPONENT = 10_000
+#: Most nodes of an expression (or of a derivative of it) compiled to numpy.
+MAX_COMPILED_NODES = 50_000
 #: How many characters of the user's text an error message echoes.
 _ECHO = 80
 
@@ -557,7 +559,11 @@ def compile_expression(expr: sp.Expr, variables: Sequence[sp.Symbol]) -> Callabl
         variable. ``f.expr`` is the compiled expression.
     """
     expr = _drop_distributions(_as_expr(expr))
-    raw = sp.lambdify(list(variables), expr, modules=_MODULES)
+    try:
+        raw = sp.lambdify(list(variables), expr, modules=_MODULES)
+    except (RecursionError, MemoryError, SyntaxError) as exc:
+        raise ValueError(f"expression {_echo(str(expr))} is too large to compile "
+                         f"({type(exc).__name__}); use a shorter expression") from None
 
     def compiled(*args: np.ndarray) -> np.ndarray:
         arrays = [np.asarray(a, dtype=float) for a in args]
@@ -574,9 +580,34 @@ def compile_expression(expr: sp.Expr, variables: Sequence[sp.Symbol]) -> Callabl
     return compiled
 
 
-def derivatives(expr: sp.Expr, var: sp.Symbol, order: int) -> list[sp.Expr]:
-    """Return ``[expr, expr', …, expr^(order)]`` in ``var``, simplified lightly."""
+def expression_size(expr: sp.Expr, limit: int | None = None) -> int:
+    """Number of nodes of ``expr``'s tree (counting stops just past ``limit``)."""
+    n = 0
+    for _ in sp.preorder_traversal(expr):
+        n += 1
+        if limit is not None and n > limit:
+            break
+    return n
+
+
+def derivatives(expr: sp.Expr, var: sp.Symbol, order: int, *,
+                parameter: str = "expression") -> list[sp.Expr]:
+    """Return ``[expr, expr', …, expr^(order)]`` in ``var``, simplified lightly.
+
+    Raises
+    ------
+    ValueError
+        Naming ``parameter``, if a derivative has more than
+        :data:`MAX_COMPILED_NODES` nodes: derivatives of deep compositions and long
+        products swell (the third derivative of a product of 59 factors could not
+        even be compiled: ``RecursionError``), and would take minutes to compile.
+    """
     out = [expr]
-    for _ in range(order):
+    for i in range(order):
         out.append(sp.diff(out[-1], var))
+        if expression_size(out[-1], MAX_COMPILED_NODES) > MAX_COMPILED_NODES:
+            raise ValueError(
+                f"{parameter}: its derivative of order {i + 1} has more than {MAX_COMPILED_NODES} "
+                "operations, too large to compile; use a shorter expression (fewer nested functions "
+                "or factors)")
     return [_drop_distributions(e) for e in out]

@@ -539,7 +539,8 @@ class Network(_Frozen):
 
     @cached_property
     def _sigma(self):
-        return [compile_expression(e, [R]) for e in derivatives(self.sympy_expr, R, 3)]
+        return [compile_expression(e, [R])
+                for e in derivatives(self.sympy_expr, R, 3, parameter="activation")]
 
     def sigma(self, r: np.ndarray, order: int = 0) -> np.ndarray:
         """``σ^{(order)}(r)`` elementwise, ``order`` in 0…3."""
@@ -599,7 +600,7 @@ class Loss(_Frozen):
 
     @cached_property
     def _derivs(self):
-        return [compile_expression(e, [Y, F]) for e in derivatives(self.sympy_expr, F, 3)]
+        return [compile_expression(e, [Y, F]) for e in derivatives(self.sympy_expr, F, 3, parameter="loss")]
 
     def __call__(self, y: np.ndarray, f: np.ndarray, order: int = 0) -> np.ndarray:
         """``∂^order loss / ∂f^order`` at ``(y, f)``, ``order`` in 0…3."""

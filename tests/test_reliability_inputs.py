@@ -260,3 +260,14 @@ def test_problem_refuses_labels_constant_in_double_precision(text: str) -> None:
 def test_problem_keeps_labels_doubles_resolve() -> None:
     for text in ("1e-300*z**2", "z**2 + 1e15", "1e300*z**2", "z1*z2 + eps", "sign(z)", "1"):
         Problem.build(target=text)
+
+
+def test_derivatives_that_swell_are_refused_not_a_traceback(capsys: pytest.CaptureFixture[str]) -> None:
+    # the third derivative of a product of 59 factors ended in RecursionError inside lambdify;
+    # a 30-deep tanh took 8 s to compile
+    deep = "tanh(" * 30 + "r" + ")" * 30
+    with pytest.raises(ValueError, match="^activation: its derivative of order [23] has more than"):
+        Problem.build(activation=deep)
+    code, _, err = run_cli(capsys, "dmft", "--delta", "2", "--steps", "3", "--activation", deep)
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    Problem.build(activation="tanh(" * 12 + "r" + ")" * 12)  # moderate nesting still compiles
