@@ -231,8 +231,9 @@ def test_width_figure_from_a_small_json(tmp_path, load_validation) -> None:  # n
     out = mod.main(["--json", str(tmp_path / "w.json"), "--out", str(tmp_path / "w.png")])
     assert out.stat().st_size > 1000
     pts = mod.points(data, "gelu_z2m1_m{m}", "gd")
-    assert [p[0] for p in pts] == [2] and 2.5 < pts[0][1] < 3.5 and pts[0][2] > 0
-    assert mod.points(data, "gelu_z2m1_m{m}", "theory") == []
+    assert [p[0] for p in pts] == [1, 2] and 2.5 < pts[1][1] < 3.5 and pts[1][2] > 0
+    assert pts[0] == (1, *mod.REFERENCE[("gelu_z2m1_m{m}", "gd")])  # m = 1 from the grid runs
+    assert mod.points(data, "quad_z2m1_m{m}", "gd") == []
 
 
 def test_cli_transition_sim_file_is_checked_before_any_work(tmp_path, capsys) -> None:  # noqa: ANN001

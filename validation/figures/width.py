@@ -27,8 +27,15 @@ SERIES = {"gelu": ("GeLU, η = 0.5, T = 400", "gelu_z2m1_m{m}"),
           "quad": ("r², η = 0.1, T = 600", "quad_z2m1_m{m}")}
 
 
+#: One GeLU neuron at d = 1000 by the same criterion from the earlier grid runs, where the width
+#: search did not run it: GD (40 trials per δ, ``validation/results/gd_transition_counts.md``)
+#: and the theory (paired weights, 16 draws per δ, ``validation/results/transition_vs_simulation.md``).
+REFERENCE = {("gelu_z2m1_m{m}", "gd"): (6.89, 0.07), ("gelu_z2m1_m{m}", "theory"): (6.88, 0.14)}
+
+
 def points(data: dict[str, Any], fmt: str, side: str, d: int = 1000) -> list[tuple[int, float, float]]:
-    """``(m, δ_50, error)`` for m = 1–4 where ``side`` ("gd" or "theory") was run."""
+    """``(m, δ_50, error)`` for m = 1–4 where ``side`` ("gd" or "theory") was run (m = 1 of the
+    GeLU series from :data:`REFERENCE` when the search did not run it)."""
     sys.path.insert(0, str(ROOT))
     from width_transition import _refit  # the one error model of the report
 
@@ -37,6 +44,8 @@ def points(data: dict[str, Any], fmt: str, side: str, d: int = 1000) -> list[tup
         v = _refit(data.get(f"{fmt.format(m=m)}|{d}|{side}"))
         if v is not None and math.isfinite(v["delta_50"]):
             out.append((m, float(v["delta_50"]), float(v["err"])))
+        elif m == 1 and (fmt, side) in REFERENCE and d == 1000:
+            out.append((1, *REFERENCE[(fmt, side)]))
     return out
 
 
