@@ -112,9 +112,13 @@ def run(args: argparse.Namespace) -> int:
     if not res.ok:  # the result is printed (it may still be useful); the reason goes to stderr
         from dmftsolve.cli._common import CommandError
 
-        hint = ("; loosen --rtol" if res.method != "binned" else
-                "; this command has no option for more Monte Carlo samples: call "
-                "dmftsolve.alg_threshold(..., n_samples=...) from Python")
+        if res.method == "binned":
+            hint = ("; this command has no option for more Monte Carlo samples: call "
+                    "dmftsolve.alg_threshold(..., n_samples=...) from Python")
+        elif "did not reach rtol" in res.message:
+            hint = "; loosen --rtol"
+        else:
+            hint = "; try --method binned"
         message = (res.message or "δ_alg did not converge").replace("; raise n_samples", "")
         raise CommandError(f"{res.status.value}: {message}{hint}")
     return 0

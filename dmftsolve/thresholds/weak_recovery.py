@@ -210,7 +210,7 @@ class _Pieces:
                  grid: int = _GRID, max_pieces: int | None = None):
         if expr is not None:
             self.h = compile_expression(expr, [z])
-            self.dh = compile_expression(derivatives(expr, z, 1)[1], [z])
+            self.dh = compile_expression(derivatives(expr, z, 1, parameter="target")[1], [z])
         else:
             self.h, self.dh = h, dh
         grid = np.linspace(-_L, _L, grid)
@@ -1081,6 +1081,11 @@ def _conclude(k: int, method: str, status: Status, lam: float, lam_err: float, t
                      + ("" if k == 1 else "; the threshold of the remaining directions "
                         "(conditioning on the learned ones) is not computed"))
         return 0.0, 0.0, status
+    if lam <= zero_tol and max(lam, 0.0) + lam_err > 1e-2:
+        # an error this large is no evidence that ρ(F) = 0: only δ_alg >= 1/(ρ + error) is known
+        notes.insert(0, f"ρ(F) = {lam:.3g} ± {lam_err:.2g} cannot be told from 0 at this accuracy: "
+                        f"δ_alg >= {1 / (max(lam, 0.0) + lam_err):.3g} is all that is known")
+        return math.inf, math.inf, Status.NOT_CONVERGED
     if lam <= zero_tol:
         if lam > 10 * lam_err and lam > 0:  # resolved, but below the absolute floor of 1e-12
             notes.insert(0, f"ρ(F) = {lam:.3g} ± {lam_err:.2g} is below {zero_tol:.0e}, taken as 0: "
