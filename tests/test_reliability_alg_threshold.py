@@ -204,3 +204,14 @@ def test_large_error_is_not_evidence_of_zero(capsys: pytest.CaptureFixture[str])
     err = capsys.readouterr().err
     if code:
         assert len(err.strip().splitlines()) == 1 and "--rtol" not in err
+
+
+@pytest.mark.parametrize("text", ["z**10", "1e-100*z**10", "z**20"])
+def test_high_order_zero_is_not_an_atom_with_a_tiny_error(text: str) -> None:
+    # h' = 10 z^9 falls below the flatness cut for |z| < 0.33: that stretch was taken for an atom
+    # and δ_alg read 0.500071 ± 2.5e-14 (the closed form is 1/2, z**10 being monotone in z²)
+    r = alg_threshold(text, throw=False)
+    if r.ok:
+        assert r.delta_alg == pytest.approx(0.5, abs=1e-8)
+    else:
+        assert math.isinf(r.delta_alg) or abs(r.delta_alg - 0.5) <= 3 * r.error

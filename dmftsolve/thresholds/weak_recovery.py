@@ -382,8 +382,10 @@ def _preimage(target: Target, rtol: float, max_pieces: int | None = None) -> dic
         # compare h inside the piece, one grid step (1e-3) from a finite end: at the end itself h
         # leaves the flat value (relu(z)**2 is 1.4e-26 at the cut 1.2e-13), which is no tail
         flo, fhi = flo + (1e-3 if math.isfinite(lo) else 0.0), fhi - (1e-3 if math.isfinite(hi) else 0.0)
-        h_lo, h_hi = float(pieces.h(flo)), float(pieces.h(fhi))
-        if fhi > flo and abs(h_lo - h_hi) > 1e-12 * max(abs(h_lo), abs(h_hi)):
+        # h at 9 points across the piece, not only its ends: z**10 is even, equal at both ends of
+        # its "flat" piece |z| < 0.083, which is no atom (δ_alg read 0.500071 ± 2.5e-14)
+        hv = pieces.h(np.linspace(flo, fhi, 9)) if fhi > flo else np.zeros(1)
+        if fhi > flo and float(np.ptp(hv)) > 1e-12 * float(np.max(np.abs(hv))):
             # h' only below the flatness cut (e.g. the tails of exp(-z**2)): taken as an atom, the
             # piece's share of E[z²-1|y]-moments is off by at most its own, by Cauchy-Schwarz
             floor += [quad(lambda x: x * x * _phi(x), flo, fhi)[0],
@@ -1082,7 +1084,11 @@ def _conclude(k: int, method: str, status: Status, lam: float, lam_err: float, t
                         "(conditioning on the learned ones) is not computed"))
         return 0.0, 0.0, status
     if lam <= zero_tol and max(lam, 0.0) + lam_err > 1e-2:
-        # an error this large is no evidence that ρ(F) = 0: only δ_alg >= 1/(ρ + error) is known
+        # an error this large is no evidence that ρ(F) = 0
+        if lam > 2 * lam_err:  # resolved from 0, not to the tolerance: a value with its error
+            notes.append(f"ρ(F) = {lam:.3g} ± {lam_err:.2g}: the error exceeds the tolerance")
+            return 1.0 / lam, lam_err / lam**2, Status.NOT_CONVERGED
+        # only δ_alg >= 1/(ρ + error) is known
         notes.insert(0, f"ρ(F) = {lam:.3g} ± {lam_err:.2g} cannot be told from 0 at this accuracy: "
                         f"δ_alg >= {1 / (max(lam, 0.0) + lam_err):.3g} is all that is known")
         return math.inf, math.inf, Status.NOT_CONVERGED
