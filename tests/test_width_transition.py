@@ -246,3 +246,19 @@ def test_cli_transition_sim_file_is_checked_before_any_work(tmp_path, capsys) ->
     assert main(["transition", "--d", "100", "--sim", str(bad)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "deltas must be a JSON array" in err[0]
+
+
+@pytest.mark.parametrize(("argv", "words"), [
+    (["--paths-per-sample", "1e-9", "--delta", "5,6"], "gives 0 kernel paths"),
+    (["--delta", "1e-9,2e-9"], "at least 2 samples"),
+    (["--draws", "100000", "--delta", "5,6"], "would take about"),
+    (["--max-draws", "100000"], "would take about"),
+])
+def test_cli_transition_refuses_up_front(argv: list[str], words: str, capsys) -> None:  # noqa: ANN001
+    """Inputs that used to be clamped silently, fail with another option's name, or start a
+    days-long run are refused before any work, one line, exit 2."""
+    from dmftsolve.cli import main
+
+    assert main(["transition", "--d", "100", "--no-progress", *argv]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and words in err[0]

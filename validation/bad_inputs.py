@@ -533,7 +533,10 @@ def _cases() -> list[Case]:
         c.append(_cli(g, "hostile", f"--target {label}", "input", "--target", s))
     c.append(_cli(g, "diverging", "--activation quad --eta 100", "solver", "--activation", "quad", "--eta",
                   "100", fast=False))
-    c.append(_cli(g, "ok", "tiny curve", "ok", fast=False))
+    c.append(_cli(g, "extrapolation", "tiny curve whose grid does not bracket delta_50", "solver",
+                  fast=False))
+    c.append(_cli(g, "ok", "tiny curve", "ok", "--delta", "1,30", "--steps", "60", "--paths", "2000",
+                  fast=False))
     # --- global
     c.append(_cli("global", "missing", "no command", "input"))
     c.append(_cli("global", "unknown command", "frobnicate", "input", "frobnicate"))

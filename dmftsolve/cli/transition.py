@@ -129,6 +129,28 @@ def _load_sim(path: Path | None) -> dict[str, Any] | None:
         raise CommandError(str(exc), 2) from None
 
 
+def _check_transition_cost(args: argparse.Namespace, problem: Any, s: Any) -> None:
+    """Refuse (exit 2) or warn before a run whose estimated time or memory is too large: at
+    most ``--max-draws`` draws (search) or ``--draws`` per grid point, each one DMFT of
+    ``T`` steps with the largest number of kernel paths the run will use."""
+    from dmftsolve.cli._common import check_cost, dmft_cost
+    from dmftsolve.thresholds.finite_d_transition import kernel_paths
+
+    deltas = args.delta if args.delta is not None else [200.0]  # the search's largest δ
+    n_max = max(int(round(x * args.d)) for x in deltas)
+    N = kernel_paths(s, n_max) if args.construction in ("forced", "initial") else \
+        (n_max if args.construction == "finite_n" else 4 * s.copies * n_max)
+    draws = s.draws * len(deltas) if args.delta is not None else s.max_draws
+    from dmftsolve.cli._common import MAX_SECONDS
+
+    memory, seconds = dmft_cost(problem, N, replicate=False)
+    total = seconds * draws / max(1, s.workers)
+    if args.delta is None and total <= MAX_SECONDS:
+        total = 0.0  # the search stops long before --max-draws as a rule; its progress shows the time left
+    check_cost(args, f"{draws} DMFT draws of {problem.training.steps} steps with up to {N} paths",
+               memory, total, "use fewer --draws / --max-draws, a larger --tol, or fewer --paths")
+
+
 def run(args: argparse.Namespace) -> int:
     import numpy as np
 
@@ -163,6 +185,7 @@ def run(args: argparse.Namespace) -> int:
                            n_paths=args.paths, workers=workers, paths_per_sample=args.paths_per_sample,
                            force_weights=args.force_weights, tol=args.tol,
                            max_draws=max(args.max_draws, args.draws), start=args.start)
+    _check_transition_cost(args, problem, s)
     c = transition(problem, args.d, args.delta, settings=s, throw=False, progress=want_progress(args))
     sim_fit = None
     if sim is not None:

@@ -325,8 +325,17 @@ def transition_directions(problem: Problem) -> tuple[int, ...]:
 
 
 def kernel_paths(s: TransitionSettings, n: int) -> int:
-    """Kernel paths ``N`` of a ``"forced"`` / ``"initial"`` draw at sample size ``n``."""
-    return s.n_paths if s.paths_per_sample is None else max(40, int(round(s.paths_per_sample * n)))
+    """Kernel paths ``N`` of a ``"forced"`` / ``"initial"`` draw at sample size ``n``.
+
+    Raises ``ValueError`` when ``paths_per_sample · n`` is below 40 paths (it used to be raised
+    to 40 silently)."""
+    if s.paths_per_sample is None:
+        return s.n_paths
+    N = int(round(s.paths_per_sample * n))
+    if N < 40:
+        raise ValueError(f"paths_per_sample={s.paths_per_sample:g} gives {N} kernel paths at n = {n} "
+                         "samples; at least 40 are needed (raise it, or give n_paths instead)")
+    return N
 
 
 def curvature_excess(s: TransitionSettings, n: int) -> float:
@@ -488,8 +497,12 @@ def success_probability(problem: Problem, delta: float, d: int, *,
         raise ValueError(f"settings must be a TransitionSettings, got {settings!r}")
     T = problem.training.steps if s.steps is None else s.steps
     K = s.draws
-    starts = draw_starts(problem, delta, d, s, hard, batch)
     n = int(round(delta * d))
+    if n < 2:
+        raise ValueError(f"delta * d must give at least 2 samples, got delta={delta:g}, d={d} "
+                         f"(n = {n})")
+    kernel_paths(s, n)  # refuses too few paths before any work
+    starts = draw_starts(problem, delta, d, s, hard, batch)
     first = batch * K
     args = [(problem, delta, d, first + j, starts[j], s, T, hard, s.stop_at_passage) for j in range(K)]
     if executor is None:
