@@ -88,7 +88,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "the adaptive search)")
     g.add_argument("--draws", type=positive_int("--draws", 10**5), default=8,
                    help="DMFT draws per delta on a grid, or per batch of the search (default: %(default)s)")
-    g.add_argument("--tol", type=finite_float, default=0.15,
+    g.add_argument("--tol", type=finite_float, default=0.3,
                    help="search: stop once the error of delta_50 is at most this (default: %(default)s)")
     g.add_argument("--max-draws", type=positive_int("--max-draws", 10**5), default=400,
                    help="search: draws at most (default: %(default)s)")

@@ -37,7 +37,10 @@ __all__ = ["probit_fit", "search_delta_50", "SearchOutcome", "DELTA_RANGE"]
 DELTA_RANGE = (0.25, 200.0)
 
 
-def _probit_mle(x: np.ndarray, k: np.ndarray, n: np.ndarray) -> tuple[float, float]:
+def _probit_mle(x: np.ndarray, k: np.ndarray, n: np.ndarray, bounded: bool = False) -> tuple[float, float]:
+    """Maximum-likelihood ``(δ_50, w)``; ``bounded`` keeps δ_50 within one span of the points
+    and ``w`` below ten spans (a non-monotone set of counts otherwise runs off to a flat curve
+    centred thousands of spans away)."""
     def nll(theta: np.ndarray) -> float:
         mu, logw = theta
         u = (x - mu) / math.exp(logw)
@@ -46,7 +49,13 @@ def _probit_mle(x: np.ndarray, k: np.ndarray, n: np.ndarray) -> tuple[float, flo
     p = k / n
     i = int(np.argmin(np.abs(p - 0.5)))
     start = np.array([x[i], math.log(max(0.1 * (x.max() - x.min()), 0.05))])
-    res = minimize(nll, start, method="Nelder-Mead", options={"xatol": 1e-5, "fatol": 1e-8})
+    bounds = None
+    if bounded:
+        span = max(float(x.max() - x.min()), 0.05)
+        bounds = [(float(x.min()) - span, float(x.max()) + span),
+                  (math.log(1e-4 * span), math.log(10 * span))]
+        start = np.clip(start, [b[0] for b in bounds], [b[1] for b in bounds])
+    res = minimize(nll, start, method="Nelder-Mead", bounds=bounds, options={"xatol": 1e-5, "fatol": 1e-8})
     return float(res.x[0]), float(math.exp(res.x[1]))
 
 
@@ -68,7 +77,8 @@ def probit_fit(deltas: np.ndarray, successes: np.ndarray, trials: np.ndarray, *,
     points include far bracketing points with few trials (the adaptive search): shrunk towards
     ½, an observed 4 of 4 far above the transition fails in a resample with probability 0.1,
     and a handful of such points widen the fit of most resamples (an error of 1.8 where the
-    points near δ_50 give 0.3, seen in a width-2 search at d = 100).
+    points near δ_50 give 0.3, seen in a width-2 search at d = 100). With ``"fit"`` the fit is
+    also bounded: δ_50 within one span of the points, ``w`` below ten spans.
     """
     x = np.asarray(deltas, float)
     k = np.asarray(successes, float)
@@ -80,7 +90,8 @@ def probit_fit(deltas: np.ndarray, successes: np.ndarray, trials: np.ndarray, *,
         return math.nan, math.nan, math.nan
     if shrink not in ("half", "fit"):
         raise ValueError(f"shrink must be 'half' or 'fit', got {shrink!r}")
-    mu, w = _probit_mle(x, k, n)
+    bounded = shrink == "fit"  # the search's fits (its points can be non-monotone early on)
+    mu, w = _probit_mle(x, k, n, bounded)
     rng = np.random.default_rng(seed)
     if shrink == "half":
         prior: Any = 0.5
@@ -91,7 +102,7 @@ def probit_fit(deltas: np.ndarray, successes: np.ndarray, trials: np.ndarray, *,
     ks = rng.binomial(n.astype(int), (k + prior) / (n + 1), size=(int(bootstrap), x.size)).astype(float)
     keep = ~(np.all(ks == 0, axis=1) | np.all(ks == n, axis=1))
     lo, hi = x.min() - (x.max() - x.min()), x.max() + (x.max() - x.min())
-    boot = np.array([min(max(_probit_mle(x, kb, n)[0], lo), hi) for kb in ks[keep]])
+    boot = np.array([min(max(_probit_mle(x, kb, n, bounded)[0], lo), hi) for kb in ks[keep]])
     se = float(boot.std(ddof=1)) if boot.size > 1 else math.nan
     return mu, se, w
 
