@@ -524,6 +524,23 @@ def _cases() -> list[Case]:
             c.append(_cli(g, kind, f"{opt} {v!r}", "input", f"{opt}={v}"))
     c.append(_cli(g, "huge", "--d 100000000", "input", "--d", "100000000"))
     c.append(_cli(g, "huge", "--steps 100000 (834 GiB)", "input", "--steps", "100000"))
+    # the width / search options and the problems the finite-d construction cannot take
+    for opt, vals in {"--tol": ["0", "-1", "nan", "abc"], "--start": ["0", "1000", "nan"],
+                      "--max-draws": ["0", "abc"], "--m": ["0", "abc"]}.items():
+        for v in vals:
+            kind = ("zero" if v == "0" else "negative" if v.startswith("-") else "nan/inf" if v == "nan"
+                    else "huge" if v == "1000" else "wrong type")
+            c.append(_cli(g, kind, f"{opt} {v!r}", "input", f"{opt}={v}"))
+    c.append(_cli(g, "too few", "--draws 1", "input", "--draws", "1"))
+    c.append(_cli(g, "clamped", "--paths-per-sample 1e-9 (0 paths)", "input", "--paths-per-sample", "1e-9"))
+    c.append(_cli(g, "too few", "--delta 1e-9,2e-9 (0 samples)", "input", "--delta", "1e-9,2e-9"))
+    c.append(_cli(g, "huge", "--draws 100000 (days)", "input", "--draws", "100000"))
+    for label, tgt in [("not sign-symmetric (z**3 + z**2)", "z**3 + z**2"),
+                       ("no hard direction (z1 + z2**3)", "z1 + z2**3"),
+                       ("hard direction not a coordinate (z1 + z2)", "z1 + z2")]:
+        c.append(_cli(g, "unsupported target", label, "input", "--target", tgt))
+    c.append(_cli(g, "unsupported", "--bias", "input", "--bias"))
+    c.append(_cli(g, "unsupported", "--lam 0.1", "input", "--lam", "0.1"))
     c.append(_cli(g, "bad path", "--plot /nonexistent/dir/f.png", "input", "--plot",
                   "/nonexistent/dir/f.png"))
     c.append(_cli(g, "bad path", "--plot /proc/version (not writable)", "input", "--plot", "/proc/version"))
