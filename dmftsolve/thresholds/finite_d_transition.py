@@ -404,6 +404,11 @@ def solve_draw(problem: Problem, delta: float, d: int, k: int, m0: Any,
                       test_loss="none", throw=False, **kw)
 
 
+def _stopped_at(r: Any) -> int | None:
+    """The step at which a draw's solve stopped at its first passage, or None."""
+    return getattr(r, "diagnostics", {}).get("stopped_at")
+
+
 def sane_steps(r: Any) -> int:
     """Number of leading steps of a draw's solve ``r`` (from :func:`solve_draw`) before any
     blow-up: finite cosine, every ``|M| < 1e3`` and every ``Q(t,t)_jj < 1e3``. The N-path Stein
@@ -416,7 +421,7 @@ def sane_steps(r: Any) -> int:
     qd = np.diagonal(q, axis1=1, axis2=2) if q.ndim == 3 else q.reshape(cosine.size, -1)
     with np.errstate(invalid="ignore"):
         sane = np.isfinite(cosine) & (np.abs(M) < 1e3).all(axis=1) & (qd < 1e3).all(axis=1)
-    stopped = getattr(r, "diagnostics", {}).get("stopped_at") if hasattr(r, "diagnostics") else None
+    stopped = _stopped_at(r)
     if stopped is not None:
         sane[stopped] = np.isfinite(cosine[stopped])
         return int(np.argmin(sane[: stopped + 1])) if not sane[: stopped + 1].all() else stopped + 1
@@ -441,7 +446,7 @@ def _draw(problem: Problem, delta: float, d: int, k: int, m0: Any,
     if not r.ok and not above.size:
         return math.nan, -1, False, f"draw {k}: {r.message}"
     last = float(stat[upto - 1]) if upto > 0 else math.nan
-    stopped = getattr(r, "diagnostics", {}).get("stopped_at") if hasattr(r, "diagnostics") else None
+    stopped = _stopped_at(r)
     diverged = upto < stat.size and stopped is None
     return last, int(above[0]) if above.size else -1, diverged, ""
 
