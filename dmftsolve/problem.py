@@ -110,7 +110,39 @@ def check_integer(name: str, value: Any, minimum: int, maximum: int | None = Non
 
 
 def check_delta(delta: Any) -> float:
-    """Validate the sample ratio ``δ = n/d`` and return it as a float."""
+    """Validate the sample ratio ``δ = n/d`` and return it as a float.
+
+    Parameters
+    ----------
+    delta : real number
+        The number of samples per input dimension, ``δ = n/d``: a finite real
+        number ``> 0`` (a Python or numpy int or float; not a boolean or a
+        string). Checked by :func:`check_real`.
+
+    Returns
+    -------
+    float
+        ``delta`` as a float.
+
+    Raises
+    ------
+    ValueError
+        One line naming ``delta``, if it is not a finite real number ``> 0``.
+
+    Examples
+    --------
+    >>> from dmftsolve import check_delta
+    >>> check_delta(2)
+    2.0
+    >>> check_delta(0)
+    Traceback (most recent call last):
+        ...
+    ValueError: delta must be > 0, got 0
+    >>> check_delta("4")
+    Traceback (most recent call last):
+        ...
+    ValueError: delta must be a real number, got '4'
+    """
     return check_real("delta", delta, positive=True)
 
 
@@ -181,6 +213,18 @@ class Target(_Frozen):
     k : int, optional
         Latent dimension. By default the largest index used (``z3`` gives 3);
         give it to declare latent directions the target does not use.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from dmftsolve import Target
+    >>> t = Target("z1*z2")
+    >>> t.k, t.variable_names
+    (2, ('z1', 'z2'))
+    >>> t(np.array([[1.0, 2.0], [3.0, -1.0]]))  # labels for two latent vectors
+    array([ 2., -3.])
+    >>> Target("z**2 + 0.5*eps").noisy
+    True
     """
 
     expr: str = "z**2"
@@ -484,6 +528,20 @@ class Network(_Frozen):
         Whether the first layer has a trained per-unit bias ``b ∈ R^m``
         (started at ``b⁰ = 0``, updated by GD without ridge). Default False:
         ``f(x) = Σ_j a_j σ(w_jᵀ x)``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from dmftsolve import Network
+    >>> Network("gelu", m=2)
+    Network(activation='gelu', m=2, a=(1.0, 1.0), bias=False)
+    >>> net = Network("relu", m=3, a=[1, -1, 0.5])
+    >>> net.a
+    (1.0, -1.0, 0.5)
+    >>> net.sigma(np.array([-1.0, 2.0]))
+    array([0., 2.])
+    >>> Network("r**3 - r").sigma(np.array([2.0]), 1)  # σ'(r) = 3r² - 1 at r = 2
+    array([11.])
     """
 
     activation: str = "gelu"
@@ -561,6 +619,15 @@ class Loss(_Frozen):
     name : str
         ``square`` (``(y − f)²/2``, the default), ``logistic``, or a sympy
         expression in ``y`` and ``f``.
+
+    Examples
+    --------
+    >>> from dmftsolve import Loss
+    >>> loss = Loss()  # square loss (y - f)**2/2
+    >>> float(loss(1.0, 0.5)), float(loss(1.0, 0.5, 1)), float(loss(1.0, 0.5, 2))
+    (0.125, -0.5, 1.0)
+    >>> Loss("logistic").sympy_expr
+    log(1 + exp(-f*y))
     """
 
     name: str = "square"
@@ -638,6 +705,38 @@ class Init(_Frozen):
     ``W⁰ᵀW⁰ → q0 I_m`` and zero overlap with the target.
     ``Init.warm(M0, Q0)``: overlaps ``Θ*ᵀW⁰ = M0`` (``k×m``) and Gram
     ``Q0`` (``m×m``, positive semidefinite) of the part orthogonal to ``Θ*``.
+
+    Parameters
+    ----------
+    kind : {"random", "warm"}, optional
+        ``"random"`` (the default) for a random start of variance ``q0/d``,
+        ``"warm"`` for a start with given overlaps ``M0`` and Gram ``Q0``.
+    q0 : float, optional
+        Squared norm of each column of ``W⁰`` (random start), a finite real
+        number ``>= 0``; default 1.0. Not used (and not checked) by a warm start.
+    M0 : matrix of float, optional
+        Warm start only (required there): overlaps ``Θ*ᵀW⁰``, ``k×m``, finite.
+        Stored as a tuple of row tuples. Its shape is checked against the
+        target and network by :class:`Problem`.
+    Q0 : matrix of float, optional
+        Warm start only (required there): Gram ``m×m`` of the part of ``W⁰``
+        orthogonal to ``Θ*``; finite, symmetric and positive semidefinite.
+        Stored as a tuple of row tuples.
+
+    Examples
+    --------
+    >>> from dmftsolve import Init
+    >>> Init.random(0.5)
+    Init(kind='random', q0=0.5, M0=None, Q0=None)
+    >>> warm = Init.warm(M0=[[0.3, 0.0]], Q0=[[1.0, 0.0], [0.0, 1.0]])
+    >>> warm.M0
+    ((0.3, 0.0),)
+    >>> warm.overlaps(k=1, m=2)
+    array([[0.3, 0. ]])
+    >>> Init.warm(M0=[[0.3]], Q0=[[-1.0]])
+    Traceback (most recent call last):
+        ...
+    ValueError: Q0 must be positive semidefinite, got [[-1.0]]
     """
 
     kind: Literal["random", "warm"] = "random"
@@ -700,6 +799,18 @@ class Training(_Frozen):
     hold_zero : tuple of int
         Indices (0-based) of target directions whose overlap is held at zero
         (the "hard" subspace restricted dynamics used for theory checks).
+
+    Examples
+    --------
+    >>> from dmftsolve import Training
+    >>> Training(eta=0.05, steps=200)
+    Training(eta=0.05, lam=0.0, steps=200, init=Init(kind='random', q0=1.0, M0=None, Q0=None), hold_zero=())
+    >>> Training(hold_zero=[1, 0]).hold_zero  # sorted
+    (0, 1)
+    >>> Training(eta=0)
+    Traceback (most recent call last):
+        ...
+    ValueError: eta must be > 0, got 0
     """
 
     eta: float = 0.1
@@ -728,6 +839,39 @@ class Problem(_Frozen):
     Build with :meth:`Problem.build` for keyword convenience, or from the
     component objects. The methods below evaluate the per-sample loss and its
     derivatives in the pre-activations, vectorised over leading axes.
+
+    Parameters
+    ----------
+    target : Target, optional
+        The link ``y = h(V*, ε)``; default ``Target()`` (``z**2``). It fixes
+        the latent dimension ``k``.
+    network : Network, optional
+        Activation, width ``m``, second-layer weights and bias; default
+        ``Network()`` (one GeLU unit).
+    loss : Loss, optional
+        Per-sample loss; default ``Loss()`` (square loss).
+    training : Training, optional
+        GD schedule and initialisation; default ``Training()``
+        (``eta=0.1, lam=0, steps=100``, random start with ``q0=1``).
+        Its ``hold_zero`` indices must be ``< k``, and a warm start's ``M0``
+        and ``Q0`` must have shapes ``(k, m)`` and ``(m, m)``.
+
+    Raises
+    ------
+    ValueError
+        If a component has the wrong type, the shapes above do not match, or
+        the labels are too flat to be resolved in double precision.
+
+    Examples
+    --------
+    >>> from dmftsolve import Loss, Network, Problem, Target, Training
+    >>> p = Problem(Target("z**2"), Network("quad"), Loss(), Training(steps=10))
+    >>> p.describe()
+    'y=z**2, σ=quad, m=1, loss=square, η=0.1, λ=0, T=10, q0=1'
+    >>> p.k, p.m
+    (1, 1)
+    >>> float(p.loss_value(y=1.0, V=[2.0]))  # (1 - 2**2)**2 / 2
+    4.5
     """
 
     target: Target = field(default_factory=Target)
@@ -783,6 +927,71 @@ class Problem(_Frozen):
         A warm start is chosen when ``M0`` is given; ``Q0`` then defaults to
         ``q0 I_m``. ``bias=True`` adds a trained per-unit bias to the first
         layer (:class:`Network`).
+
+        Parameters
+        ----------
+        target : str, optional
+            The link, a sympy expression in ``z`` (or ``z1 … zk``) and
+            optionally ``eps``; default ``"z**2"``. See :class:`Target`.
+        activation : str, optional
+            ``gelu`` (default), ``quad``, ``relu``, ``tanh``, ``erf``,
+            ``linear``, or a sympy expression in ``r``. See :class:`Network`.
+        m : int, optional
+            Number of hidden units, ``1 <= m <= 1000000``; default 1.
+        a : sequence of float, optional
+            The ``m`` fixed second-layer weights; default all ones.
+        loss : str, optional
+            ``square`` (default), ``logistic``, or a sympy expression in ``y``
+            and ``f``. See :class:`Loss`.
+        eta : float, optional
+            GD step size ``η > 0``; default 0.1.
+        lam : float, optional
+            Ridge ``λ >= 0``; default 0.0.
+        steps : int, optional
+            Number of GD steps, ``0 <= steps <= 10**9``; default 100.
+        q0 : float, optional
+            Random start: squared norm of each column of ``W⁰`` (``>= 0``,
+            default 1.0). With ``M0`` and no ``Q0``, the warm start's Gram is
+            ``q0 I_m``.
+        M0 : matrix of float, optional
+            Initial overlaps ``Θ*ᵀW⁰`` (``k×m``). Given, it selects a warm
+            start (:meth:`Init.warm`); default None, a random start.
+        Q0 : matrix of float, optional
+            Warm start: Gram (``m×m``, symmetric positive semidefinite) of the
+            part of ``W⁰`` orthogonal to ``Θ*``; default ``q0 I_m``. Ignored
+            without ``M0``.
+        hold_zero : sequence of int, optional
+            Indices (0-based, ``< k``, no repeats) of target directions whose
+            overlap is held at zero; default none. See :class:`Training`.
+        k : int, optional
+            Latent dimension; default the largest index the target uses.
+        bias : bool, optional
+            Whether the first layer has a trained per-unit bias; default False.
+
+        Returns
+        -------
+        Problem
+            The validated problem.
+
+        Raises
+        ------
+        ValueError
+            One line naming the first keyword that is unfit.
+
+        Examples
+        --------
+        >>> from dmftsolve import Problem
+        >>> p = Problem.build(target="z**2 - 1", activation="gelu", m=2)
+        >>> p.network
+        Network(activation='gelu', m=2, a=(1.0, 1.0), bias=False)
+        >>> p.describe()
+        'y=z**2 - 1, σ=gelu, m=2, loss=square, η=0.1, λ=0, T=100, q0=1'
+        >>> Problem.build(target="z**2 - 1", m=2, M0=[[0.5, 0.0]]).training.init
+        Init(kind='warm', q0=1.0, M0=((0.5, 0.0),), Q0=((1.0, 0.0), (0.0, 1.0)))
+        >>> Problem.build(m=0)
+        Traceback (most recent call last):
+            ...
+        ValueError: m must be >= 1, got 0
         """
         m = check_integer("m", m, minimum=1, maximum=MAX_M)
         a = None if a is None else _number_sequence("a", a)

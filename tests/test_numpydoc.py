@@ -24,20 +24,7 @@ CHECKS = ("GL08", "PR01", "EX01")
 
 #: Known gaps, in files whose owners fill them in their own changes (issue 29): (name, code) ->
 #: where. The test fails when a gap listed here is closed, so that the entry is removed.
-PENDING: dict[tuple[str, str], str] = {
-    ("Init", "PR01"): "dmftsolve/problem.py",
-    ("Init", "EX01"): "dmftsolve/problem.py",
-    ("Loss", "EX01"): "dmftsolve/problem.py",
-    ("Network", "EX01"): "dmftsolve/problem.py",
-    ("Problem", "PR01"): "dmftsolve/problem.py",
-    ("Problem", "EX01"): "dmftsolve/problem.py",
-    ("Problem.build", "PR01"): "dmftsolve/problem.py",
-    ("Problem.build", "EX01"): "dmftsolve/problem.py",
-    ("Target", "EX01"): "dmftsolve/problem.py",
-    ("Training", "EX01"): "dmftsolve/problem.py",
-    ("check_delta", "PR01"): "dmftsolve/problem.py",
-    ("check_delta", "EX01"): "dmftsolve/problem.py",
-}
+PENDING: dict[tuple[str, str], str] = {}
 
 #: Longest an example may take (seconds); they are meant to take well under one.
 EXAMPLE_SECONDS = 10.0
