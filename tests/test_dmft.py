@@ -381,7 +381,7 @@ def test_stein_kernels_are_a_gauge_of_the_pathwise_ones():
     """Stein fixes Γ only up to Γ → Γ + Δ with ΔQ = 0 (dropped innovations get zero
     response), so its raw Γ(t,t), R(t,t−1) differ from the physical (pathwise) ones after
     a few steps, while the gauge-invariant combinations E[g^t Ξ^t] = Σ_s Γ(t,s)Q(s,t),
-    (R C_g)(t,t−1) = Σ_a R(t,a+1)C_g(a,t−1) and Q agree (validation/dmft_long_time.py:
+    (R C_g)(t,t−1) = Σ_a R(t,a+1)C_g(a,t−1) and Q agree (validation/investigations/dmft_long_time.py:
     also at t = 40 with 4e4 paths). Errors: spread over independent seeds."""
     T, ts = 15, np.arange(3, 16)
     p = GELU.replace(steps=T)

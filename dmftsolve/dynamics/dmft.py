@@ -94,7 +94,7 @@ Responses ``Γ`` two ways
     cutoff the invariance holds up to the dropped variance (``Q(100,100)``
     moved by < 1 % for ``null_rtol`` from 1e-6 to 1e-3).
 
-    **Long times** (measured, ``validation/dmft_long_time.py``; GeLU, y = z²,
+    **Long times** (measured, ``validation/investigations/dmft_long_time.py``; GeLU, y = z²,
     hard direction held, δ = 4, η = 0.5). Stein with 1e5 paths matches GD at
     d = 4000 to ≈ 1 % up to t = 400 (‖w‖² 6.16 ± 0.02 vs 6.14 ± 0.12). The
     Stein ``Q`` carries a finite-``N`` bias of order ``1/N`` (upwards; for
