@@ -262,3 +262,19 @@ def test_cli_transition_refuses_up_front(argv: list[str], words: str, capsys) ->
     assert main(["transition", "--d", "100", "--no-progress", *argv]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and words in err[0]
+
+
+def test_width_transition_horizon_counts(load_validation) -> None:  # noqa: ANN001
+    """The "by horizon" table recounts a search's first passages: at a horizon past every passage
+    it is the search's own counts; before the first passage every count is 0 (no fit)."""
+    mod = load_validation("width_transition")
+    v = {"deltas": [3.0, 4.0, 5.0], "successes": [1, 3, 4], "trials": [4, 4, 4],
+         "escape_steps": {"3": [-1, -1, 120, -1], "4": [10, -1, 200, 390], "5": [5, 50, 60, 300]}}
+    full = mod.at_horizon(v, 400)
+    assert full["successes"] == [1, 3, 4]
+    assert mod.at_horizon(v, 100)["successes"] == [0, 1, 3]
+    assert mod.at_horizon(v, 200)["successes"] == [1, 2, 3]  # a passage at step 200 counts
+    assert np.isnan(mod.at_horizon(v, 4)["delta_50"])  # nothing passed by step 4
+    ref = mod.probit_fit(np.array([3.0, 4.0, 5.0]), np.array([1.0, 3.0, 4.0]), np.array([4.0] * 3),
+                         shrink="fit")
+    assert full["delta_50"] == pytest.approx(ref[0])

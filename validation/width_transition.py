@@ -74,6 +74,10 @@ CASES: dict[str, dict[str, Any]] = {
                      "start": 2.0, "paths_per_sample": 4},
     "quad_z2m1_m4": {"target": "z**2 - 1", "activation": "quad", "m": 4, "eta": 0.1, "steps": 600,
                      "start": 1.8, "paths_per_sample": 4},
+    # the late escapes: the theory of gelu_z1z2_m2 with 4× the kernel paths (Stein's 1/N bias of
+    # Q at late times, findings §10.5); its GD is gelu_z1z2_m2's
+    "gelu_z1z2_m2_paths8e4": {"target": "z1*z2", "activation": "gelu", "m": 2, "eta": 0.5, "steps": 400,
+                              "start": 4.5, "n_paths": 80_000, "theory_only": True, "gd_of": "gelu_z1z2_m2"},
 }
 
 
@@ -105,6 +109,7 @@ def theory_search(case: str, d: int, *, tol: float, max_draws: int, seed: int, d
     replaces ``n_paths``: N = that × n kernel paths, for the widest networks whose cost grows
     like m²)."""
     p = problem_of(case)
+    n_paths = CASES[case].get("n_paths", n_paths)
     s = TransitionSettings(draws=draws, seed=seed, tol=tol, max_draws=max_draws, n_paths=n_paths,
                            start=CASES[case]["start"], paths_per_sample=CASES[case].get("paths_per_sample"),
                            construction=CASES[case].get("construction", "forced"))
@@ -163,6 +168,68 @@ def _refit(v: dict[str, Any] | None) -> dict[str, Any] | None:
     return {**v, "delta_50": mu, "err": se, "width": w}
 
 
+#: Horizons of the "by horizon" table, as fractions of each case's T.
+HORIZONS = (0.25, 0.5, 0.75, 1.0)
+
+
+def at_horizon(v: dict[str, Any] | None, steps: int) -> dict[str, Any] | None:
+    """The search's counts with success redefined as a first passage by step ``steps`` (≤ T),
+    refitted (:func:`_refit`): the draws and trials stop at their first passage, so a search
+    run to T also measures every shorter horizon. GD records its cosines every 5 steps, so its
+    passages are rounded up to a multiple of 5."""
+    if v is None:
+        return None
+    esc = v["escape_steps"]
+    k = [sum(1 for e in esc[f"{x:g}"] if 0 <= e <= steps) for x in v["deltas"]]
+    return _refit({**v, "successes": k})
+
+
+def _key(case: str, d: int, side: str) -> str:
+    """The JSON key of one search; a theory-only variant's GD is its ``gd_of`` case's."""
+    if side == "gd":
+        case = CASES.get(case, {}).get("gd_of", case)
+    return f"{case}|{d}|{side}"
+
+
+def _bar(g: dict[str, Any] | None, t: dict[str, Any] | None) -> tuple[str, str]:
+    """``(theory − GD with its s.e., within max(0.3, 5 %)?)`` or dashes."""
+    if not (g and t and all(math.isfinite(x) for x in (g["delta_50"], t["delta_50"]))):
+        return "—", "—"
+    dd = t["delta_50"] - g["delta_50"]
+    return (f"{dd:+.2f} ({abs(dd) / math.hypot(g['err'], t['err']):.1f} s.e.)",
+            "yes" if abs(dd) <= max(0.3, 0.05 * g["delta_50"]) else "no")
+
+
+def horizon_table(data: dict[str, Any]) -> list[str]:
+    """δ_50 of GD and theory for success by step ``h·T``, ``h`` in :data:`HORIZONS`, for every
+    (case, d) both sides ran: where along the run the two part ways."""
+    head = " | ".join(f"t ≤ {h:g} T: GD / theory (bar)" for h in HORIZONS)
+    lines = ["## δ_50 by horizon", "",
+             "The same searches, success counted as a first passage by step t (a draw or trial that "
+             "passes later counts as a failure). The theory's δ_50 keeps up with GD's at the early "
+             "horizons and falls behind where GD goes on escaping late and the theory does not "
+             "(`docs/findings.md` §10.5).", "",
+             f"| case | d | T | {head} | passages after T/2 (GD / theory) |",
+             "|---|---|---|" + "---|" * len(HORIZONS) + "---|"]
+    for case, c in CASES.items():
+        for d in sorted({int(k.split("|")[1]) for k in data if k.startswith(case + "|")}):
+            raw = [data.get(_key(case, d, side)) for side in ("gd", "theory")]
+            if not all(raw):
+                continue
+            T = int(c["steps"])
+            cells = []
+            for h in HORIZONS:
+                g, t = (at_horizon(v, int(round(h * T))) for v in raw)
+                cells.append(f"{fmt(g['delta_50'], g['err'])} / {fmt(t['delta_50'], t['err'])} "
+                             f"({_bar(g, t)[1]})")
+            late = []
+            for v in raw:
+                esc = [e for x in v["escape_steps"].values() for e in x if e >= 0]
+                late.append(f"{sum(e > T // 2 for e in esc)}/{len(esc)}")
+            lines.append(f"| {case} | {d} | {T} | " + " | ".join(cells) + f" | {' / '.join(late)} |")
+    return lines
+
+
 def report(data: dict[str, Any]) -> str:
     """The markdown summary: one row per (case, d) with both δ_50 and the issue's bar."""
     lines = ["# Width and easy-plus-hard targets: the finite-d transition against GD", "",
@@ -177,19 +244,16 @@ def report(data: dict[str, Any]) -> str:
              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for case, c in CASES.items():
         for d in sorted({int(k.split("|")[1]) for k in data if k.startswith(case + "|")}):
-            g, t = (_refit(data.get(f"{case}|{d}|{side}")) for side in ("gd", "theory"))
+            g, t = (_refit(data.get(_key(case, d, side))) for side in ("gd", "theory"))
             gs = fmt(g["delta_50"], g["err"]) + f" ({sum(g['trials'])})" if g else "not run"
             ts = fmt(t["delta_50"], t["err"]) + f" ({sum(t['trials'])})" if t else "not run"
-            diff, ok = "—", "—"
-            if g and t and all(math.isfinite(x) for x in (g["delta_50"], t["delta_50"])):
-                dd = t["delta_50"] - g["delta_50"]
-                diff = f"{dd:+.2f} ({abs(dd) / math.hypot(g['err'], t['err']):.1f} s.e.)"
-                ok = "yes" if abs(dd) <= max(0.3, 0.05 * g["delta_50"]) else "no"
+            diff, ok = _bar(g, t)
             secs = f"{g['seconds']:.0f} / " if g else "— / "
             secs += f"{t['seconds']:.0f}" if t else "—"
             a = ", ".join(f"{x:g}" for x in c.get("a", [1.0] * c["m"]))
             lines.append(f"| {case} | `{c['target']}` | {c['activation']} | {c['m']} | {a} | {c['eta']}, "
                          f"{c['steps']} | {d} | {gs} | {ts} | {diff} | {ok} | {secs} |")
+    lines += [""] + horizon_table(data)
     lines += ["", "Counts per δ (successes/trials):", ""]
     for key in sorted(data):
         v = data[key]
