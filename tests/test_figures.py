@@ -226,7 +226,7 @@ def test_results_table_gd_checks(tmp_path: Path) -> None:
 
 
 def test_results_table_d50_cell_from_gd(tmp_path: Path) -> None:
-    """A width-2 row (theory δ_50 n/a) shows GD's δ_50 from a spot check at its own set-up; a row
+    """A width-2 row without a theory search shows GD's δ_50 from a spot check at its own set-up; a row
     with a theory value keeps it, and a check at another d does not fill the cell."""
     sys.path.insert(0, str(ROOT / "validation"))
     import results_table as rt
@@ -244,16 +244,19 @@ def test_results_table_d50_cell_from_gd(tmp_path: Path) -> None:
     (check,) = rt.load_gd_checks(rows, rt.FULL, results=tmp_path)
     assert check["row"] == 2 and check["same"]
     # counts symmetric about δ = 6: the probit MLE is 6 exactly
-    assert rt.d50_cell(na, check).startswith("GD: 6.0 ± ") and "theory n/a" in rt.d50_cell(na, check)
-    assert rt.d50_cell(na, None) == "n/a (needs m = k = 1)"
+    assert rt.d50_cell(na, check).startswith("GD: 6.0 ± ") and "theory not run" in rt.d50_cell(na, check)
+    assert rt.d50_cell(na, None) == "theory not run"
     assert rt.d50_cell(rows[0]["d50"], check) == "7.0 ± 0.5"
+    # where the width searches ran, both sides' δ_50 fill the cell instead
+    search = {"theory": {"delta_50": 3.524, "err": 0.056}, "gd": {"delta_50": 3.354, "err": 0.096}}
+    assert rt.d50_cell(na, check, search) == "3.52 ± 0.06 (GD: 3.35 ± 0.10; search)"
     # the reproducing command names the width (it was missing before 2026-12-02: m = 1 ran instead)
     assert "--activation gelu --m 2 --eta 0.5" in rt.simulate_command(settings)
     assert "--m" not in rt.simulate_command({**settings, "problem": {**settings["problem"], "m": 1}})
     # no trial succeeded anywhere: the probit has no 50 % point; the cell gives the bound
     none = {**check, "counts": [(0, 10, 4.0), (0, 10, 6.0), (0, 10, 8.0)], "d50": float("nan")}
     assert rt.d50_cell(na, none) == ("GD: > 8 (no GD trial succeeded at any δ of the grid) "
-                                     "(theory n/a: needs m = k = 1)")
+                                     "(theory not run)")
     settings["d"] = 500
     (tmp_path / "gd_check_m2.json").write_text(json.dumps(
         {"summary": {"settings": settings, "success_rate": [0.0, 0.5, 1.0]}}))

@@ -367,7 +367,7 @@ def fmt(q: dict[str, Any] | None, long_time: int = FULL["long_time"]) -> str:
         return "not run yet"
     v = q.get("value")
     if q.get("status") == "n/a":
-        return "n/a (needs m = k = 1)"
+        return "theory not run"
     if v is None:
         why = q.get("why", "")
         above = re.search(r"no hard outlier up to δ=([0-9.]+)", why)
@@ -468,17 +468,23 @@ def gd_checks(rows: list[dict[str, Any]], cfg: dict[str, Any],
     checks = load_gd_checks(rows, cfg, results)
     if not checks:
         return []
+    searches = width_searches(cfg)
     out = ["", "## GD spot checks of the δ_50 column", "",
            "GD from a random start with the simulator (float32; success = final cosine above the "
            "threshold after the step budget, where the theory counts a first passage above 1/2 by "
            "then). GD's δ_50 is a probit fit to its counts ± bootstrap error. For m = 2 the "
-           "cosine is that between span(W) and span(Θ*) (the simulator's), and the theory's "
-           "construction does not apply, so GD's value is the only δ_50 of the row.", "",
+           "cosine is that between span(W) and span(Θ*) (the simulator's); the theory's δ_50 of "
+           "such a row, where run, is its self-bracketing search (first passage of every hard "
+           "direction's projection onto span(W), `validation/width_transition.py`).", "",
            "| row | GD: successes at δ | GD δ_50 | theory δ_50 | theory − GD | command |",
            "|---|---|---|---|---|---|"]
     for c in checks:
         st, pr, row = c["settings"], c["problem"], c["row"]
         theory = rows[row - 1].get("d50") if row else None
+        found = searches.get((pr["target"], pr["activation"], pr["m"], float(pr["eta"]))) if row else None
+        if found is not None and pr["steps"] == cfg["transition_steps"] and st["d"] == cfg["d"]:
+            t = found["theory"]
+            theory = {"value": t["delta_50"], "error": t["err"], "status": "success"}
         tv = (theory or {}).get("value")
         diff = f"{tv - c['d50']:+.2f}" if c["same"] and tv is not None and math.isfinite(c["d50"]) else "—"
         counts = ", ".join(f"{k}/{n} at {x:g}" for k, n, x in c["counts"])
@@ -502,11 +508,39 @@ def gd_d50_text(check: dict[str, Any]) -> str:
     return round_pm(check["d50"], check["error"])
 
 
-def d50_cell(q: dict[str, Any] | None, gd: dict[str, Any] | None) -> str:
-    """The δ_50 cell: the theory's (:func:`fmt`), or for a row the theory cannot do (m = 2 or
-    k = 2) GD's spot check at the row's set-up if there is one."""
-    if q is not None and q.get("status") == "n/a" and gd is not None:
-        return f"GD: {gd_d50_text(gd)} (theory n/a: needs m = k = 1)"
+def width_searches(cfg: dict[str, Any]) -> dict[tuple[str, str, int, float], dict[str, Any]]:
+    """The searches of ``validation/width_transition.py`` whose set-up is a table row's
+    (target, σ, m, η, steps ``cfg["transition_steps"]``, unit output weights, d ``cfg["d"]``):
+    ``{(target, σ, m, η): {"theory": …, "gd": …}}`` with each side's refitted δ_50, or ``{}``."""
+    path = ROOT / "validation" / "results" / "width_transition.json"
+    if not path.exists():
+        return {}
+    sys.path.insert(0, str(ROOT / "validation"))
+    import width_transition as wt
+
+    data = json.loads(path.read_text())
+    out: dict[tuple[str, str, int, float], dict[str, Any]] = {}
+    for case, c in wt.CASES.items():
+        if (c["steps"] != cfg["transition_steps"] or c.get("construction", "forced") != "forced"
+                or any(a != 1.0 for a in c.get("a", [1.0])) or "n_paths" in c or "paths_per_sample" in c
+                or ACTIVATIONS.get(c["activation"]) != c["eta"]):
+            continue
+        sides = {side: wt._refit(data.get(f"{case}|{cfg['d']}|{side}")) for side in ("theory", "gd")}
+        if all(v is not None for v in sides.values()):
+            out[(c["target"], c["activation"], c["m"], c["eta"])] = sides
+    return out
+
+
+def d50_cell(q: dict[str, Any] | None, gd: dict[str, Any] | None,
+             search: dict[str, Any] | None = None) -> str:
+    """The δ_50 cell: the theory's (:func:`fmt`); for a row at m ≥ 2 or with two directions, the
+    theory's and GD's self-bracketing searches (:func:`width_searches`) where they were run, else
+    GD's spot check at the row's set-up if there is one."""
+    if search is not None:
+        t, g = search["theory"], search["gd"]
+        return f"{round_pm(t['delta_50'], t['err'])} (GD: {round_pm(g['delta_50'], g['err'])}; search)"
+    if q is not None and q.get("status") == "n/a":
+        return f"GD: {gd_d50_text(gd)} (theory not run)" if gd is not None else "theory not run"
     return fmt(q)
 
 
@@ -596,9 +630,12 @@ def render(rows: list[dict[str, Any]], cfg: dict[str, Any], cmd: str, quick: boo
         f"is below {EXTEND_BELOW * 100:.0f} % is run also at δ = "
         f"{', '.join(f'{x:g}' for x in ext_grid(cfg))} and fitted to both grids' counts "
         "('grid extended to …'); a value still near or beyond the end of its grid is the probit "
-        "fit's extrapolation, hence its large error. The theory's construction needs m = k = 1; a "
-        "cell reading 'GD: …' is GD's own δ_50 from a spot check at the row's d, η and step budget "
-        "(section below), not a prediction.",
+        "fit's extrapolation, hence its large error. A row at m ≥ 2 or with two directions shows "
+        "the theory's and GD's self-bracketing searches where they were run ('search': "
+        "`validation/width_transition.py`, section 'Threshold against width' below); otherwise "
+        "'GD: …' is GD's own δ_50 from a spot check at the row's d, η and step budget (section "
+        "below), not a prediction; 'theory not run': `dmftsolve transition` with the row's --target, "
+        "--activation, --m and --eta computes it.",
         "* '—': the quantity failed; the cell gives the reason (the full message is in "
         "`results_table.json`). 'not run yet': not computed so far (subsets are computed with "
         "--quantities, --widths, --activations; the whole table is "
@@ -609,11 +646,15 @@ def render(rows: list[dict[str, Any]], cfg: dict[str, Any], cmd: str, quick: boo
         "|---|---|---|---|---|---|---|---|---|",
     ]
     gd_same = {} if quick else {c["row"]: c for c in load_gd_checks(rows, cfg) if c["same"]}
+    searches = {} if quick else width_searches(cfg)
+
+    def key(r: dict[str, Any]) -> tuple[str, str, int, float]:
+        return (r["target"], r["activation"], r["m"], float(r["eta"]))
     for i, r in enumerate(rows, 1):
         alg = fmt_alg(r["alg"], r["target"], r["target"] in easy_targets)
         lines.append(f"| {i} | `{r['target']}` | {r['activation']} | {r['m']} | {r['eta']:g} | "
                      f"{alg} | {fmt(r['nn_early'])} | {fmt(r['nn_long'], cfg['long_time'])} | "
-                     f"{d50_cell(r['d50'], gd_same.get(i))} |")
+                     f"{d50_cell(r['d50'], gd_same.get(i), searches.get(key(r)))} |")
     if not quick:
         lines += gd_checks(rows, cfg)
     lines += ["", "## Figures", "",
