@@ -78,6 +78,11 @@ CASES: dict[str, dict[str, Any]] = {
     # Q at late times, findings §10.5); its GD is gelu_z1z2_m2's
     "gelu_z1z2_m2_paths8e4": {"target": "z1*z2", "activation": "gelu", "m": 2, "eta": 0.5, "steps": 400,
                               "start": 4.5, "n_paths": 80_000, "theory_only": True, "gd_of": "gelu_z1z2_m2"},
+    # results-table rows at width 2 where δ_NN(t·η = 1) lies below GD (abs) and a noisy label
+    "gelu_abs_m2": {"target": "abs(z)", "activation": "gelu", "m": 2, "eta": 0.5, "steps": 400,
+                    "start": 7.0},
+    "gelu_z2eps_m2": {"target": "z**2 + 0.5*eps", "activation": "gelu", "m": 2, "eta": 0.5, "steps": 400,
+                      "start": 5.5},
 }
 
 
