@@ -23,6 +23,7 @@ _LAZY = {
     "simulate": "dmftsolve.simulation.simulator",
     "sweep": "dmftsolve.simulation.sweeps",
     "alg_threshold": "dmftsolve.thresholds.weak_recovery",
+    "staged_alg_threshold": "dmftsolve.thresholds.staged",
     "bulk_spectrum": "dmftsolve.hessian.spectrum",
     "outliers": "dmftsolve.hessian.outlier_equation",
     "split_directions": "dmftsolve.thresholds.directions",

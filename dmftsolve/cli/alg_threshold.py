@@ -51,6 +51,13 @@ def register(subparsers: Any) -> None:
                    help="most monotone pieces of the target the exact methods take on (default "
                         "20: their time grows like the square of the count, about 0.06 s × N²); "
                         "past it 'auto' uses 'binned' and 'preimage'/'fibred' are refused at once")
+    p.add_argument("--no-staged", dest="staged", action="store_false",
+                   help="when δ_alg = 0 with k >= 2 (some coordinates are learned by a linear step), "
+                        "do not compute the staged threshold of the remaining coordinates once the "
+                        "learned ones are known (dmftsolve.staged_alg_threshold; computed by default)")
+    p.add_argument("--easy", default=None, metavar="NAMES",
+                   help="comma-separated coordinates (e.g. 'z1' or 'z1,z3') the staged threshold "
+                        "takes as known (default: those with E[z_j|y] ≠ 0)")
     add_seed_argument(p, "random seed of the 'binned' method")
     add_progress_argument(p, "; one line before the work starts")
     add_output_arguments(p)
@@ -68,6 +75,34 @@ def _fmt_pm(x: float, err: float) -> str:
     if math.isinf(x) or not math.isfinite(err) or x == 0.0:
         return _fmt(x)
     return format_pm(x, max(err, 1e-10 * abs(x)))
+
+
+def _staged(target: Any, res: Any, easy: str | None) -> dict[str, Any] | None:
+    """The staged threshold of the hard coordinates given the easy ones, when ``δ_alg = 0``
+    or ``--easy`` is given, with ``k >= 2`` (``None`` otherwise); a target it does not apply
+    to gives the reason."""
+    if not ((res.trivial or easy is not None) and res.ok and target.k >= 2):
+        return None
+    from dmftsolve.thresholds.staged import staged_alg_threshold
+
+    coords = None if easy is None else [c.strip() for c in easy.split(",") if c.strip()]
+    try:
+        st = staged_alg_threshold(target, easy=coords, throw=False)
+    except (ValueError, NotImplementedError) as exc:
+        text = str(exc).replace("give easy= explicitly", "give --easy")
+        return {"delta": None, "error": None, "easy": None, "hard": None, "status": None,
+                "message": f"not computed: {text}"}
+    names = target.variable_names
+    return {"delta": st.delta, "error": st.error, "easy": [names[j] for j in st.easy],
+            "hard": [names[j] for j in st.hard], "status": st.status, "message": st.message}
+
+
+def _staged_text(staged: dict[str, Any]) -> str:
+    if staged["delta"] is None:
+        return "not computed (see below)"
+    text = f"{_fmt_pm(staged['delta'], staged['error'])} ({', '.join(staged['hard'])} given " \
+           f"{', '.join(staged['easy'])})"
+    return text if staged["status"].ok else f"{text} [{staged['status'].value}]"
 
 
 def run(args: argparse.Namespace) -> int:
@@ -91,12 +126,14 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:  # name the options, not the Python keywords
         raise ValueError(str(exc).replace("use the binned method (Monte Carlo), or raise max_pieces",
                                           "use --method binned, or raise --max-pieces")) from None
+    staged = _staged(target, res, args.easy) if args.staged else None
     payload = {
         "target": target.expr, "k": target.k, "delta_alg": res.delta_alg,
         "delta_alg_infinite": math.isinf(res.delta_alg), "error": res.error,
         "trivial": res.trivial, "method": res.method, "status": res.status,
         "message": res.message, "elapsed": res.elapsed,
         "spectral_radius": res.diagnostics.get("spectral_radius"),
+        "staged": staged,
     }
 
     def table() -> str:
@@ -105,8 +142,13 @@ def run(args: argparse.Namespace) -> int:
                 ["error", f"{res.error:.2g}" if math.isfinite(res.error) else _fmt(res.error)],
                 ["trivial", res.trivial], ["method", res.method],
                 ["status", res.status.value], ["elapsed [s]", f"{res.elapsed:.3g}"]]
+        if staged is not None:
+            rows.append(["staged delta", _staged_text(staged)])
         out = format_table(["quantity", "value"], rows)
-        return out + (f"\n{res.message}" if res.message else "")
+        out += f"\n{res.message}" if res.message else ""
+        if staged is not None and staged["message"]:
+            out += f"\nstaged: {staged['message']}"
+        return out
 
     emit(args, payload, table)
     if not res.ok:  # the result is printed (it may still be useful); the reason goes to stderr

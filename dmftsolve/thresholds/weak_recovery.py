@@ -1080,8 +1080,8 @@ def _conclude(k: int, method: str, status: Status, lam: float, lam_err: float, t
     if trivial:
         notes.insert(0, "E[z|y] ≠ 0: the directions in the range of E_y[E[z|y]E[z|y]ᵀ] are "
                         "learned by a linear step at any δ > 0, so δ_alg = 0"
-                     + ("" if k == 1 else "; the threshold of the remaining directions "
-                        "(conditioning on the learned ones) is not computed"))
+                     + ("" if k == 1 else "; for the threshold of the remaining directions "
+                        "once the learned ones are known, see dmftsolve.staged_alg_threshold"))
         return 0.0, 0.0, status
     if lam <= zero_tol and max(lam, 0.0) + lam_err > 1e-2:
         # an error this large is no evidence that ρ(F) = 0
