@@ -2,6 +2,7 @@
 
 * :mod:`dmftsolve.thresholds.directions` — the easy/hard split of the target directions;
 * :mod:`dmftsolve.thresholds.weak_recovery` — the weak-recovery threshold ``δ_alg``;
+* :mod:`dmftsolve.thresholds.staged` — ``δ_alg`` of the hard directions once the easy ones are known;
 * :mod:`dmftsolve.thresholds.hessian_threshold` — the Hessian threshold ``δ_NN(t)`` and its long-time rule;
 * :mod:`dmftsolve.thresholds.finite_d_transition` — GD's finite-d success probability and ``δ_50``;
 * :mod:`dmftsolve.thresholds.delta50` — the probit fit of a success curve and the self-bracketing δ_50 search.
@@ -14,6 +15,8 @@ from dmftsolve._lazy import lazy_getattr
 _EXPORTS = {
     "AlgThreshold": "dmftsolve.thresholds.weak_recovery",
     "alg_threshold": "dmftsolve.thresholds.weak_recovery",
+    "StagedThreshold": "dmftsolve.thresholds.staged",
+    "staged_alg_threshold": "dmftsolve.thresholds.staged",
     "HardSpectrum": "dmftsolve.thresholds.hessian_threshold",
     "Threshold": "dmftsolve.thresholds.hessian_threshold",
     "ThresholdSettings": "dmftsolve.thresholds.hessian_threshold",
