@@ -3,6 +3,9 @@
 Target ``y = He1(z1) + He2(z2) = z1 + z2² − 1``, GeLU, width 2, η = 0.5. Direction ``z1`` is
 easy (``E[z1 | y] ≠ 0``), ``z2`` hard (``E[z2 | y, z1] = 0``; ``dmftsolve.thresholds.directions``).
 
+0. **The thresholds of the two stages**: ``δ_alg`` of the label (0: ``z1`` is learned by a linear
+   step) and the staged ``δ_alg`` of ``z2`` once ``z1`` is known
+   (:func:`dmftsolve.thresholds.staged.staged_alg_threshold`).
 1. **Phase one, the easy direction in O(1) steps**: the projection of ``θ1`` onto ``span(W_t)``
    from the DMFT (``d → ∞``, the hard overlap held at 0, 2·10⁴ paths) against GD at d = 1000
    (``--trials`` float32 trials from a random start, whose hard overlap is only ``O(1/√d)``
@@ -13,7 +16,9 @@ easy (``E[z1 | y] ≠ 0``), ``z2`` hard (``E[z2 | y, z1] = 0``; ``dmftsolve.thre
    finite-d theory (both from ``validation/width_transition.py``, case ``gelu_easyhard_m2``).
 
 Run: ``python validation/two_phase.py`` (about 5 min on one core) → ``results/two_phase.{json,md}``.
-``--tiny`` runs a small configuration (the test).
+``--report`` rewrites the markdown from the JSON (adding the stage thresholds if the JSON lacks
+them, 2 s, and δ_50 from ``results/width_transition.json``); ``--tiny`` runs a small
+configuration (the test).
 """
 
 from __future__ import annotations
@@ -33,10 +38,20 @@ from dmftsolve.results import jsonable
 from dmftsolve.simulation.simulator import simulate
 from dmftsolve.thresholds.directions import split_directions
 from dmftsolve.thresholds.hessian_threshold import ThresholdSettings, delta_nn
+from dmftsolve.thresholds.staged import staged_alg_threshold
+from dmftsolve.thresholds.weak_recovery import alg_threshold
 
 OUT = Path(__file__).resolve().parent / "results"
 TARGET = "z1 + z2**2 - 1"
 TIMES = (0, 2, 5, 10, 20, 50)
+
+
+def stage_thresholds() -> dict[str, Any]:
+    """δ_alg of the label and the staged δ_alg of the hard direction given the easy one."""
+    a = alg_threshold(TARGET)
+    st = staged_alg_threshold(TARGET)
+    return {"delta_alg": a.delta_alg, "delta_alg_error": a.error,
+            "delta_staged": st.delta, "delta_staged_error": st.error}
 
 
 def run(d: int, delta: float, steps: int, trials: int, n_paths: int, t_nn: list[int],
@@ -44,7 +59,8 @@ def run(d: int, delta: float, steps: int, trials: int, n_paths: int, t_nn: list[
     p = Problem.build(target=TARGET, activation="gelu", m=2, eta=0.5, steps=steps)
     split = split_directions(p)
     out: dict[str, Any] = {"target": TARGET, "delta": delta, "d": d, "steps": steps,
-                           "easy": split.easy_indices, "hard": split.hard_indices}
+                           "easy": split.easy_indices, "hard": split.hard_indices,
+                           "stages": stage_thresholds()}
     t0 = time.perf_counter()
     r = solve_dmft(p.replace(hold_zero=[1]), delta, n_paths=n_paths, seed=0, errors="replicate",
                    n_batches=4, test_loss="none")
@@ -81,12 +97,34 @@ def report(res: dict[str, Any]) -> str:
         lines.append(f"| {t} | {res['dmft_easy_projection'][t]:.3f} | {res['gd_easy_projection'][t]:.3f} ± "
                      f"{res['gd_easy_projection_err'][t]:.3f} | {res['gd_hard_projection'][t]:.3f} ± "
                      f"{res['gd_hard_projection_err'][t]:.3f} |")
+    if "stages" in res:
+        st = res["stages"]
+        lines += ["", f"Thresholds of the two stages: δ_alg = {st['delta_alg']:g} (the easy direction, "
+                  f"a linear step); staged δ_alg of the hard direction once the easy one is known = "
+                  f"{st['delta_staged']:.4g} ± {st['delta_staged_error']:.1g} (`staged_alg_threshold`)."]
     lines += ["", "Hessian threshold along the hard direction (`delta_nn`, easy direction free, hard held):",
               ""]
     for t, v in res["delta_nn"].items():
         err = "" if v["stderr"] is None else f" ± {v['stderr']:.2g}"
         val = "—" if v["delta_nn"] is None else f"{v['delta_nn']:.2f}{err}"
         lines.append(f"* t = {t} (t·η = {int(t) * 0.5:g}): δ_NN = {val} ({v['status']})")
+    width = OUT / "width_transition.json"
+    if width.exists():
+        import sys
+
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        from width_transition import _refit  # the width table's error rule
+
+        data = json.loads(width.read_text())
+        rows = []
+        for d in sorted({int(k.split("|")[1]) for k in data if k.startswith("gelu_easyhard_m2|")}):
+            g, t = (_refit(data.get(f"gelu_easyhard_m2|{d}|{side}")) for side in ("gd", "theory"))
+            if g and t:
+                rows.append(f"* d = {d}: GD {g['delta_50']:.2f} ± {g['err']:.2f}, theory "
+                            f"{t['delta_50']:.2f} ± {t['err']:.2f}")
+        if rows:
+            lines += ["", "δ_50 (both directions learned by step 400; `validation/width_transition.py`, "
+                      "case `gelu_easyhard_m2`):", ""] + rows
     return "\n".join(lines) + "\n"
 
 
@@ -96,7 +134,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--trials", type=int, default=16)
     ap.add_argument("--t-nn", default="2,20")
     ap.add_argument("--tiny", action="store_true")
+    ap.add_argument("--report", action="store_true", help="only rewrite the markdown from the JSON")
     a = ap.parse_args(argv)
+    if a.report:
+        res = json.loads((OUT / "two_phase.json").read_text())
+        if "stages" not in res:
+            res["stages"] = stage_thresholds()
+            (OUT / "two_phase.json").write_text(json.dumps(jsonable(res), indent=1))
+        (OUT / "two_phase.md").write_text(report(res))
+        return res
     with threadpool_limits(1):
         if a.tiny:
             return run(100, a.delta, 12, 3, 1000, [], 1000, 2)
