@@ -165,3 +165,20 @@ def test_cli_prints_the_staged_threshold(capsys: pytest.CaptureFixture[str]) -> 
     assert main(["alg-threshold", "--target", "z1 + z1*z2", "--easy", "z1", "--json",
                  "--no-progress"]) == 0
     assert json.loads(capsys.readouterr().out)["staged"]["delta"] == 0.0
+
+
+@pytest.mark.parametrize(("argv", "words"), [
+    (["--target", "z1 + z2**2 - 1", "--easy", "z9"], "latent names among z1, z2"),
+    (["--target", "z1 + z2**2 - 1", "--easy", ",,"], "latent names among z1, z2"),
+    (["--target", "z**2", "--easy", "z1"], "k >= 2"),
+    (["--target", "z1 + z2**2 - 1", "--easy", "z1,z2"], "no hard coordinate"),
+    (["--target", "z1 + z2**2 - 1", "--easy", "z1", "--no-staged"], "--no-staged"),
+])
+def test_cli_refuses_a_bad_easy(argv: list[str], words: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """An explicit --easy that cannot be used is an input error (exit 2, one line), not a
+    'not computed' row with exit 0."""
+    from dmftsolve.cli import main
+
+    assert main(["alg-threshold", *argv, "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and words in err and "Traceback" not in err

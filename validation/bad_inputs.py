@@ -671,6 +671,11 @@ def _issue30_cases() -> list[Case]:
     c.append(_cli(g, "huge", "--target 'z1*z2*z3' --k 200 --method binned", "input", "--target",
                   "z1*z2*z3", "--k", "200", "--method", "binned"))
     c.append(_cli(g, "zero", "--max-pieces 0", "input", "--max-pieces", "0"))
+    for label, easy in [("unknown latent", "z9"), ("hostile", "__import__('os')"), ("empty", ",,"),
+                        ("every latent", "z1,z2")]:
+        c.append(_cli(g, label, f"--target 'z1 + z2**2 - 1' --easy {easy!r}", "input", "--target",
+                      "z1 + z2**2 - 1", "--easy", easy))
+    c.append(_cli(g, "k = 1", "--target 'z**2' --easy z1", "input", "--target", "z**2", "--easy", "z1"))
     # labels undefined or unbounded on the Gaussian domain; activations and losses likewise
     for grp, opt, text in [("dmft", "--target", "sqrt(z)"), ("simulate", "--target", "log(z)"),
                            ("dmft", "--target", "exp(z**2)"), ("dmft", "--target", "exp(z1*z2)"),

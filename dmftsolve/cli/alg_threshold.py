@@ -77,18 +77,41 @@ def _fmt_pm(x: float, err: float) -> str:
     return format_pm(x, max(err, 1e-10 * abs(x)))
 
 
-def _staged(target: Any, res: Any, easy: str | None) -> dict[str, Any] | None:
+def _easy_names(target: Any, easy: str | None, staged: bool) -> list[str] | None:
+    """``--easy`` as a list of latent names, checked before any work: names of the target's
+    latents (``z1 … zk``, k >= 2), at least one, not all of them, and not with ``--no-staged``."""
+    if easy is None:
+        return None
+    if not staged:
+        raise ValueError("--easy sets the known coordinates of the staged threshold, which "
+                         "--no-staged turns off: give one of them")
+    names = list(target.variable_names)
+    if target.k < 2:
+        raise ValueError(f"--easy needs a target with k >= 2 latents (z1, z2, …); "
+                         f"{target.expr!r} has k = {target.k}")
+    coords = [c.strip() for c in easy.split(",") if c.strip()]
+    bad = [c for c in coords if c not in names]
+    if bad or not coords:
+        raise ValueError(f"--easy must be comma-separated latent names among {', '.join(names)}, "
+                         f"got {easy!r}")
+    if len(set(coords)) == len(names):
+        raise ValueError(f"--easy={easy!r} names every latent: no hard coordinate is left")
+    return coords
+
+
+def _staged(target: Any, res: Any, easy: list[str] | None) -> dict[str, Any] | None:
     """The staged threshold of the hard coordinates given the easy ones, when ``δ_alg = 0``
-    or ``--easy`` is given, with ``k >= 2`` (``None`` otherwise); a target it does not apply
-    to gives the reason."""
+    or ``--easy`` is given, with ``k >= 2`` (``None`` otherwise). Without ``--easy``, a target
+    it does not apply to gives the reason; with it, that is an error."""
     if not ((res.trivial or easy is not None) and res.ok and target.k >= 2):
         return None
     from dmftsolve.thresholds.staged import staged_alg_threshold
 
-    coords = None if easy is None else [c.strip() for c in easy.split(",") if c.strip()]
     try:
-        st = staged_alg_threshold(target, easy=coords, throw=False)
+        st = staged_alg_threshold(target, easy=easy, throw=False)
     except (ValueError, NotImplementedError) as exc:
+        if easy is not None:  # asked for explicitly: the reason is the answer (exit 2)
+            raise
         text = str(exc).replace("give easy= explicitly", "give --easy")
         return {"delta": None, "error": None, "easy": None, "hard": None, "status": None,
                 "message": f"not computed: {text}"}
@@ -120,13 +143,14 @@ def run(args: argparse.Namespace) -> int:
     max_pieces = MAX_PIECES if args.max_pieces is None else args.max_pieces
     if max_pieces < 1:
         raise ValueError(f"--max-pieces must be >= 1, got {max_pieces}")
+    easy = _easy_names(target, args.easy, args.staged)
     try:
         res = alg_threshold(target, method=args.method, rtol=args.rtol, seed=args.seed, throw=False,
                             max_pieces=max_pieces)
     except ValueError as exc:  # name the options, not the Python keywords
         raise ValueError(str(exc).replace("use the binned method (Monte Carlo), or raise max_pieces",
                                           "use --method binned, or raise --max-pieces")) from None
-    staged = _staged(target, res, args.easy) if args.staged else None
+    staged = _staged(target, res, easy) if args.staged else None
     payload = {
         "target": target.expr, "k": target.k, "delta_alg": res.delta_alg,
         "delta_alg_infinite": math.isinf(res.delta_alg), "error": res.error,
