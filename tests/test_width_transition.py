@@ -275,6 +275,3 @@ def test_width_transition_horizon_counts(load_validation) -> None:  # noqa: ANN0
     assert mod.at_horizon(v, 100)["successes"] == [0, 1, 3]
     assert mod.at_horizon(v, 200)["successes"] == [1, 2, 3]  # a passage at step 200 counts
     assert np.isnan(mod.at_horizon(v, 4)["delta_50"])  # nothing passed by step 4
-    ref = mod.probit_fit(np.array([3.0, 4.0, 5.0]), np.array([1.0, 3.0, 4.0]), np.array([4.0] * 3),
-                         shrink="fit")
-    assert full["delta_50"] == pytest.approx(ref[0])

@@ -508,17 +508,25 @@ def gd_d50_text(check: dict[str, Any]) -> str:
     return round_pm(check["d50"], check["error"])
 
 
+def _width_data() -> tuple[Any, dict[str, Any]] | None:
+    """``(the width_transition module, its stored searches)``, or None without the JSON."""
+    path = ROOT / "validation" / "results" / "width_transition.json"
+    if not path.exists():
+        return None
+    sys.path.insert(0, str(ROOT / "validation"))
+    import width_transition as wt
+
+    return wt, json.loads(path.read_text())
+
+
 def width_searches(cfg: dict[str, Any]) -> dict[tuple[str, str, int, float], dict[str, Any]]:
     """The searches of ``validation/width_transition.py`` whose set-up is a table row's
     (target, σ, m, η, steps ``cfg["transition_steps"]``, unit output weights, d ``cfg["d"]``):
     ``{(target, σ, m, η): {"theory": …, "gd": …}}`` with each side's refitted δ_50, or ``{}``."""
-    path = ROOT / "validation" / "results" / "width_transition.json"
-    if not path.exists():
+    loaded = _width_data()
+    if loaded is None:
         return {}
-    sys.path.insert(0, str(ROOT / "validation"))
-    import width_transition as wt
-
-    data = json.loads(path.read_text())
+    wt, data = loaded
     out: dict[tuple[str, str, int, float], dict[str, Any]] = {}
     for case, c in wt.CASES.items():
         if (c["steps"] != cfg["transition_steps"] or c.get("construction", "forced") != "forced"
@@ -692,13 +700,11 @@ def width_section() -> str:
     easy-plus-hard and two-direction targets, from ``validation/results/width_transition.json``
     (``validation/width_transition.py``; its table, and the figure of
     ``validation/figures/width.py``). Empty if that file is missing."""
-    path = ROOT / "validation" / "results" / "width_transition.json"
-    if not path.exists():
+    loaded = _width_data()
+    if loaded is None:
         return ""
-    sys.path.insert(0, str(ROOT / "validation"))
-    import width_transition as wt
-
-    table = wt.report(json.loads(path.read_text()))
+    wt, data = loaded
+    table = wt.report(data)
     body = table.split("\n", 2)[2]  # drop the report's own title
     return ("## Threshold against width, and targets with easy and hard directions\n\n"
             "![GD's δ_50 and the theory's against the width m, GeLU and r² on z² − 1 at d = 1000]"
