@@ -193,7 +193,19 @@ def _end_children() -> None:
     if "multiprocessing" not in sys.modules:
         return
     import multiprocessing
+    from concurrent.futures import InvalidStateError
 
+    previous_hook = threading.excepthook
+
+    def quiet(args: threading.ExceptHookArgs) -> None:
+        # A process pool's management thread sees its workers die and sets an exception on
+        # futures the ending command has already cancelled (CPython 3.11,
+        # ``terminate_broken``): not an error of the command, and its traceback would break
+        # the one-line contract on stderr.
+        if not issubclass(args.exc_type, InvalidStateError):
+            previous_hook(args)
+
+    threading.excepthook = quiet
     try:
         children = multiprocessing.active_children()
     except Exception:  # noqa: BLE001 - best effort while the command is ending
