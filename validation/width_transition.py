@@ -83,6 +83,10 @@ CASES: dict[str, dict[str, Any]] = {
                     "start": 7.0},
     "gelu_z2eps_m2": {"target": "z**2 + 0.5*eps", "activation": "gelu", "m": 2, "eta": 0.5, "steps": 400,
                       "start": 5.5},
+    # the non-centred remainder: gelu_z2_m2's theory with 4× the kernel paths (the width-2 noise
+    # part is low at 2·10⁴ paths, investigations/width2_growth.py); its GD is gelu_z2_m2's
+    "gelu_z2_m2_paths8e4": {"target": "z**2", "activation": "gelu", "m": 2, "eta": 0.5, "steps": 400,
+                            "start": 5.0, "n_paths": 80_000, "theory_only": True, "gd_of": "gelu_z2_m2"},
 }
 
 
@@ -109,7 +113,7 @@ def _store(key: str, value: dict[str, Any]) -> None:
 
 
 def theory_search(case: str, d: int, *, tol: float, max_draws: int, seed: int, draws: int = 8,
-                  n_paths: int = 20_000) -> dict[str, Any]:
+                  n_paths: int = 20_000, workers: int = 1) -> dict[str, Any]:
     """The theory's adaptive δ_50 for ``case`` at ``d`` (a case's ``paths_per_sample``, if set,
     replaces ``n_paths``: N = that × n kernel paths, for the widest networks whose cost grows
     like m²)."""
@@ -117,14 +121,15 @@ def theory_search(case: str, d: int, *, tol: float, max_draws: int, seed: int, d
     n_paths = CASES[case].get("n_paths", n_paths)
     s = TransitionSettings(draws=draws, seed=seed, tol=tol, max_draws=max_draws, n_paths=n_paths,
                            start=CASES[case]["start"], paths_per_sample=CASES[case].get("paths_per_sample"),
-                           construction=CASES[case].get("construction", "forced"))
+                           construction=CASES[case].get("construction", "forced"), workers=workers)
     t0 = time.perf_counter()
     c = transition(p, d, None, settings=s, throw=False, progress=True)
     return {"delta_50": c.delta_50, "err": c.delta_50_err, "width": c.width, "status": c.status.value,
             "message": c.message, "deltas": c.deltas, "successes": c.successes, "trials": c.draws,
             "seconds": time.perf_counter() - t0,
             "settings": {"draws": draws, "seed": seed, "tol": tol, "max_draws": max_draws, "n_paths": n_paths,
-                         "paths_per_sample": s.paths_per_sample, "construction": s.construction},
+                         "paths_per_sample": s.paths_per_sample, "construction": s.construction,
+                         "workers": workers},
             "escape_steps": {f"{pt.delta:g}": pt.escape_step for pt in c.points}}
 
 
@@ -254,7 +259,8 @@ def report(data: dict[str, Any]) -> str:
             ts = fmt(t["delta_50"], t["err"]) + f" ({sum(t['trials'])})" if t else "not run"
             diff, ok = _bar(g, t)
             secs = f"{g['seconds']:.0f} / " if g else "— / "
-            secs += f"{t['seconds']:.0f}" if t else "—"
+            tw = int(t["settings"].get("workers", 1)) if t else 1
+            secs += (f"{t['seconds']:.0f}" + (f" (wall, {tw} workers)" if tw > 1 else "")) if t else "—"
             a = ", ".join(f"{x:g}" for x in c.get("a", [1.0] * c["m"]))
             lines.append(f"| {case} | `{c['target']}` | {c['activation']} | {c['m']} | {a} | {c['eta']}, "
                          f"{c['steps']} | {d} | {gs} | {ts} | {diff} | {ok} | {secs} |")
@@ -278,6 +284,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--gd-batch", type=int, default=20)
     ap.add_argument("--report", action="store_true", help="only rewrite the markdown from the JSON")
     ap.add_argument("--tiny", action="store_true", help="a small configuration, not stored (the test)")
+    ap.add_argument("--max-draws", type=int, default=160, help="theory: the most draws a search spends")
+    ap.add_argument("--workers", type=int, default=1,
+                    help="theory: processes for a batch's draws (the result does not depend on it)")
     a = ap.parse_args(argv)
     if a.tiny:
         global CASES  # noqa: PLW0603
@@ -298,7 +307,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                         if key in _load() or (side == "gd" and CASES[case].get("theory_only")):
                             continue
                         if side == "theory":
-                            v = theory_search(case, d, tol=a.tol or 0.15, max_draws=160, seed=a.seed)
+                            v = theory_search(case, d, tol=a.tol or 0.15, max_draws=a.max_draws, seed=a.seed,
+                                              workers=a.workers)
                         else:
                             v = gd_search(case, d, tol=a.tol or 0.1, max_trials=400, seed=a.seed,
                                           batch=a.gd_batch)

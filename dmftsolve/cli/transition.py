@@ -63,6 +63,11 @@ Cost: one DMFT run of at most T steps with --paths paths per draw (2e4 paths,
 T = 400, one neuron: about 5 s on one core if it does not escape, less if it
 does; m neurons cost about m^2 times more). Draws run on --workers processes.
 
+Width m >= 2: with the default 2e4 paths the hard overlaps grow too slowly from
+GD's finite-n force after about step 10, and delta_50 can sit high on long
+horizons (GeLU at d = 1000: +0.35 on z**2, +0.36 on z1*z2); --paths 80000
+brought both within 0.11 of GD, at four times the cost (docs/findings.md 10.5).
+
 --sim FILE.json overlays simulator points in the table and the plot: a JSON object
 {"deltas": [...], "successes": [...], "trials": [...]} (e.g. from `dmftsolve
 simulate` runs); their probit delta_50 is printed beside the theory's.
