@@ -65,8 +65,9 @@ does; m neurons cost about m^2 times more). Draws run on --workers processes.
 
 Width m >= 2: with the default 2e4 paths the hard overlaps grow too slowly from
 GD's finite-n force after about step 10, and delta_50 can sit high on long
-horizons (GeLU at d = 1000: +0.35 on z**2, +0.36 on z1*z2); --paths 80000
-brought both within 0.11 of GD, at four times the cost (docs/findings.md 10.5).
+horizons (GeLU at d = 1000: +0.35 on z**2, +0.36 on z1*z2, +0.57 on abs(z));
+--paths 80000 brought all three within 0.16 of GD, at four times the cost
+(docs/findings.md 10.5).
 
 --sim FILE.json overlays simulator points in the table and the plot: a JSON object
 {"deltas": [...], "successes": [...], "trials": [...]} (e.g. from `dmftsolve
