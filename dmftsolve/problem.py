@@ -958,8 +958,8 @@ class Problem(_Frozen):
             start (:meth:`Init.warm`); default None, a random start.
         Q0 : matrix of float, optional
             Warm start: Gram (``m×m``, symmetric positive semidefinite) of the
-            part of ``W⁰`` orthogonal to ``Θ*``; default ``q0 I_m``. Ignored
-            without ``M0``.
+            part of ``W⁰`` orthogonal to ``Θ*``; default ``q0 I_m``. Needs
+            ``M0`` (a ``ValueError`` otherwise: a random start has no ``Q0``).
         hold_zero : sequence of int, optional
             Indices (0-based, ``< k``, no repeats) of target directions whose
             overlap is held at zero; default none. See :class:`Training`.
@@ -996,6 +996,9 @@ class Problem(_Frozen):
         m = check_integer("m", m, minimum=1, maximum=MAX_M)
         a = None if a is None else _number_sequence("a", a)
         hold_zero = _number_sequence("hold_zero", hold_zero)
+        if M0 is None and Q0 is not None:
+            raise ValueError(f"Q0 is the Gram of a warm start and needs M0 (the initial overlaps); got "
+                             f"Q0={Q0!r} without M0")
         if M0 is not None:
             init = Init.warm(M0, Q0 if Q0 is not None else check_real("q0", q0, nonnegative=True) * np.eye(m))
         else:
@@ -1008,7 +1011,12 @@ class Problem(_Frozen):
         )
 
     def replace(self, **changes: Any) -> Problem:
-        """A copy with flat keywords of :meth:`build` changed (e.g. ``steps=500``)."""
+        """A copy with flat keywords of :meth:`build` changed (e.g. ``steps=500``).
+
+        ``M0=None`` alone turns a warm start into a random one (its ``Q0`` is dropped).
+        """
+        if "M0" in changes and changes["M0"] is None and "Q0" not in changes:
+            changes = {**changes, "Q0": None}
         return Problem.build(**{**self.flat(), **changes})
 
     def flat(self) -> dict[str, Any]:

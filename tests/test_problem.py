@@ -42,6 +42,7 @@ from dmftsolve.activations import NAMED_ACTIVATIONS
         ({"hold_zero": [0, 0]}, "repeated entries"),
         ({"M0": [[0.5, 0.1]]}, "M0 must have shape (k, m)=(1, 1)"),
         ({"M0": [[0.5]], "Q0": [[-1.0]]}, "Q0 must be positive semidefinite"),
+        ({"Q0": [[2.0]]}, "Q0 is the Gram of a warm start and needs M0"),
         ({"target": "z1*z2", "k": 1}, "k=1 is smaller than the largest latent index used (2)"),
     ],
 )
@@ -49,6 +50,12 @@ def test_bad_input_names_parameter_and_value(kwargs: dict, needle: str) -> None:
     with pytest.raises(ValueError) as info:
         Problem.build(**kwargs)
     assert needle in str(info.value)
+
+
+def test_replace_m0_none_returns_to_a_random_start() -> None:
+    warm = Problem.build(target="z**2", m=2, M0=[[0.1, 0.0]], Q0=[[1.0, 0.0], [0.0, 0.5]])
+    init = warm.replace(M0=None).training.init
+    assert init.kind == "random" and init.Q0 is None
 
 
 @pytest.mark.parametrize("bad", [0, -1.0, math.nan, math.inf, "x"])

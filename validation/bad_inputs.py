@@ -215,6 +215,7 @@ def _cases() -> list[Case]:
         c.append(_cli("dmft", kind, f"--M0 {v!r}", "input", f"--M0={v}"))
     for kind, v in [("negative", "-1"), ("nan/inf", "nan"), ("wrong shape", "1,2;3,4")]:
         c.append(_cli("dmft", kind, f"--M0 0.5 --Q0 {v!r}", "input", "--M0=0.5", f"--Q0={v}"))
+    c.append(_cli("dmft", "missing", "--Q0 without --M0", "input", "--Q0", "1"))
     for kind, v in [("out of range", "5"), ("negative", "-1"), ("repeated", "0,0"), ("wrong type", "abc")]:
         c.append(_cli("dmft", kind, f"--hold-zero {v!r}", "input", f"--hold-zero={v}"))
     for kind, v in [
@@ -786,6 +787,7 @@ def _api_cases() -> list[Case]:
         ({"hold_zero": [5]}, "out of range"),
         ({"M0": [[float("nan")]], "Q0": [[1.0]]}, "nan/inf"),
         ({"M0": [[0.5]], "Q0": [[-1.0]]}, "negative"),
+        ({"Q0": [[1.0]]}, "missing"),
         ({"bias": "yes"}, "wrong type"),
     ]:
         c.append(
