@@ -87,6 +87,8 @@ CASES: dict[str, dict[str, Any]] = {
     # part is low at 2·10⁴ paths, investigations/width2_growth.py); its GD is gelu_z2_m2's
     "gelu_z2_m2_paths8e4": {"target": "z**2", "activation": "gelu", "m": 2, "eta": 0.5, "steps": 400,
                             "start": 5.0, "n_paths": 80_000, "theory_only": True, "gd_of": "gelu_z2_m2"},
+    "gelu_z2m1_m2_paths8e4": {"target": "z**2 - 1", "activation": "gelu", "m": 2, "eta": 0.5, "steps": 400,
+                              "start": 3.5, "n_paths": 80_000, "theory_only": True, "gd_of": "gelu_z2m1_m2"},
     "gelu_abs_m2_paths8e4": {"target": "abs(z)", "activation": "gelu", "m": 2, "eta": 0.5, "steps": 400,
                              "start": 7.5, "n_paths": 80_000, "theory_only": True, "gd_of": "gelu_abs_m2"},
 }
