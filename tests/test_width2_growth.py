@@ -1,9 +1,10 @@
 """``validation/investigations/width2_growth.py`` in its ``--quick`` configuration.
 
-Reference values are exact: at t = 0 a zero start has ``d‖M_0‖² = 0`` on both sides, and the
-theory's random start is the draws' ``√d M_0`` of ``draw_starts`` (the solve must not alter
-it); GD's random start has ``d‖M_0‖² ~ χ²_2`` (two ``N(0, 1)`` overlaps, q0 = 1). From a zero
-start only the finite-n force moves the overlaps, so they must be non-zero by t = 2 (the force is on).
+Reference values are exact: at t = 0 a zero start has ``d‖M_0‖² = 0`` on both sides; the
+theory's random start is the draws' ``√d M_0`` of ``draw_starts`` and GD's is the first row of
+each trial's initial weights (``initial_weights`` on the trial's ``init`` stream), which the
+script must report unchanged (GD to float32 rounding). From a zero start only the finite-n
+force moves the overlaps, so they must be non-zero by t = 2 (the force is on).
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from types import ModuleType
 
 import numpy as np
 
+from dmftsolve.seeds import as_seed_sequence
+from dmftsolve.simulation.trials import initial_weights, trial_generators, trial_seed
 from dmftsolve.thresholds.finite_d_transition import TransitionSettings, draw_starts, transition_directions
 
 
@@ -32,7 +35,9 @@ def test_quick_run_starts_and_force(tmp_path: Path, load_validation: Callable[[s
     want = (X[:, 0, :] ** 2).sum(axis=1)
     assert np.isclose(data["z2|theory|random"]["rows"]["0"]["mean"], want.mean(), rtol=1e-9)
     assert np.isclose(data["z2|theory|random"]["rows"]["0"]["median"], np.median(want), rtol=1e-9)
-    gd0 = data["z2|gd|random"]["rows"]["0"]
-    # mean of 4 χ²_2 draws: 2 ± 1 (standard deviation); 4 sd
-    assert abs(gd0["mean"] - 2.0) < 4.0
+    root = as_seed_sequence(cfg["gd_seed"])
+    W0 = [initial_weights(p, cfg["d"], trial_generators(trial_seed(root, j)).init)
+          for j in range(cfg["runs"])]
+    gd = np.array([cfg["d"] * float((W[0] ** 2).sum()) for W in W0])
+    assert np.isclose(data["z2|gd|random"]["rows"]["0"]["mean"], gd.mean(), rtol=1e-5)
     assert (tmp_path / "width2_growth_quick.md").read_text().count("| 6 |") == 2

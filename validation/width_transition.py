@@ -104,16 +104,22 @@ def _load() -> dict[str, Any]:
     return json.loads(JSON.read_text()) if JSON.exists() else {}
 
 
-def _store(key: str, value: dict[str, Any]) -> None:
-    """Merge one finished search into the JSON (locked: the two sides run in two processes)."""
-    OUT.mkdir(exist_ok=True)
-    with open(JSON.with_suffix(".lock"), "w") as lock:
+def merge_json(path: Path, key: str, value: dict[str, Any]) -> None:
+    """Set ``key`` of the JSON object at ``path`` to ``value``, under a lock file beside it and
+    by an atomic replace, so that processes running different keys can share one file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_suffix(".lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        data = _load()
+        data = json.loads(path.read_text()) if path.exists() else {}
         data[key] = jsonable(value)
-        tmp = JSON.with_suffix(".json.tmp")
+        tmp = path.with_suffix(".json.tmp")
         tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
-        tmp.replace(JSON)
+        tmp.replace(path)
+
+
+def _store(key: str, value: dict[str, Any]) -> None:
+    """Merge one finished search into the JSON (the two sides run in two processes)."""
+    merge_json(JSON, key, value)
 
 
 def theory_search(case: str, d: int, *, tol: float, max_draws: int, seed: int, draws: int = 8,

@@ -15,7 +15,7 @@ each δ_50 (d = 1000, GeLU, η = 0.5), the squared hard overlap of both neurons,
 Reported per time: the mean of ``d‖M_t‖²`` ± its standard error, its median, and the mean of
 ``log d‖M_t‖²`` ± standard error (the mean is carried by the runs escaping; the log by the bulk).
 
-Run: ``python validation/investigations/width2_growth.py`` (every configuration, about 70 CPU-min;
+Run: ``python validation/investigations/width2_growth.py`` (every configuration, about 30 CPU-min;
 ``--only z2:gd:random,…`` a subset; ``--report`` rewrites the table from the JSON) →
 ``validation/investigations/results/width2_growth.{md,json}``. Configurations run in separate
 processes write the one JSON under a lock.
@@ -24,7 +24,6 @@ processes write the one JSON under a lock.
 from __future__ import annotations
 
 import argparse
-import fcntl
 import json
 import sys
 import time
@@ -33,9 +32,11 @@ from typing import Any
 
 import numpy as np
 
-from dmftsolve import Problem, simulate
-from dmftsolve.results import jsonable
-from dmftsolve.thresholds.finite_d_transition import (
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # validation/: the checks
+from width_transition import merge_json  # noqa: E402
+
+from dmftsolve import Problem, simulate  # noqa: E402
+from dmftsolve.thresholds.finite_d_transition import (  # noqa: E402
     TransitionSettings,
     draw_starts,
     solve_draw,
@@ -97,15 +98,6 @@ def summarise(M: np.ndarray, cfg: dict[str, Any]) -> dict[str, Any]:
     return rows
 
 
-def _update(path: Path, key: str, value: dict[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path.with_suffix(".lock"), "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        data = json.loads(path.read_text()) if path.exists() else {}
-        data[key] = value
-        path.write_text(json.dumps(jsonable(data), indent=1) + "\n")
-
-
 def report(data: dict[str, Any], cfg: dict[str, Any]) -> str:
     L = ["# Hard-overlap growth at width 2: GD against the finite-d theory", "",
          f"`python validation/investigations/width2_growth.py`: GeLU, m = 2, η = 0.5, d = {cfg['d']}, "
@@ -153,7 +145,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         for label, side, start in todo:
             t0 = time.process_time()
             M = overlaps(label, side, start, cfg)
-            _update(path, f"{label}|{side}|{start}",
+            merge_json(path, f"{label}|{side}|{start}",
                     {"rows": summarise(M, cfg), "cpu_seconds": time.process_time() - t0,
                      "settings": {**cfg, "delta": LABELS[label][1], "target": LABELS[label][0],
                                   "n_paths": paths_of(side, cfg)}})
