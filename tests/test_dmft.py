@@ -257,16 +257,18 @@ def test_memory_estimate_refuses_oversized_runs(monkeypatch):
     assert solve_dmft(GELU, 4.0, n_paths=1000, steps=10, errors="batch").ok
 
 
-def test_errors_none_gives_the_batch_kernels_bit_for_bit():
+def test_errors_none_gives_the_batch_kernels():
     """errors="none" skips the per-batch kernels: Stein's pooled kernels, paths and observables
-    are exactly those of errors="batch" (same seed), and every error is NaN."""
+    are those of errors="batch" (same seed) up to the order of summation (one product over
+    all paths instead of the mean of the batches' products; Stein's small pivots amplify it
+    to ~1e-10), and every error is NaN."""
     kw = dict(n_paths=4000, seed=3, steps=8, keep_samples_at=(8,), test_loss="none")
     for extra in ({}, {"antithetic": False, "stein_regression": True}):
         a = solve_dmft(GELU, 4.0, errors="batch", **kw, **extra)
         b = solve_dmft(GELU, 4.0, errors="none", **kw, **extra)
         for f in ("Q", "Gamma", "R", "Cg", "M", "train_loss", "grad_norm", "cosine"):
-            np.testing.assert_array_equal(getattr(a, f), getattr(b, f), err_msg=f)
-        np.testing.assert_array_equal(a.law(8).D, b.law(8).D)
+            np.testing.assert_allclose(getattr(a, f), getattr(b, f), rtol=1e-8, atol=1e-12, err_msg=f)
+        np.testing.assert_allclose(a.law(8).D, b.law(8).D, rtol=1e-8, atol=1e-10)  # D = O(1)
         assert np.isnan(b.Q_err[1:]).all() and np.isnan(b.M_err[1:]).all()
         assert all(np.isnan(b.Gamma_err[t, : t + 1]).all() for t in range(9))
         assert np.isfinite(a.Q_err[1:]).all()
@@ -644,3 +646,25 @@ def test_larger_null_rtol_cures_the_width2_divergence() -> None:
         assert cured.ok, cured.message
         assert cured.settings["null_rtol"] == 1e-3
         assert min(np.linalg.eigvalsh(cured.Q[t, t])[0] for t in range(201)) > 0.1
+
+
+def test_float32_path_history_follows_float64_over_a_short_horizon():
+    """path_dtype="float32" stores the path history in single precision: over 10 steps its
+    kernels differ from float64's (same seed) by less than 1 % of the paths' own Monte Carlo
+    error (the batch errors of the float64 solve), they are not identical (the option does
+    act), the history's memory estimate halves, and another dtype is refused naming it."""
+    kw = dict(n_paths=4000, seed=3, steps=10, errors="batch", test_loss="none")
+    a = solve_dmft(GELU, 4.0, **kw)
+    b = solve_dmft(GELU, 4.0, path_dtype="float32", **kw)
+    for f, e in (("q_diag", "Q_err"), ("Gamma", "Gamma_err")):  # measured: below 2e-4 of it
+        diff = np.abs(getattr(b, f) - getattr(a, f))
+        err = getattr(a, e)
+        ok = np.isfinite(err) & (err > 0)
+        assert ok.sum() >= 10 and (diff[ok] < 0.01 * err[ok]).all(), f
+    assert not np.array_equal(a.Q, b.Q)
+    assert b.settings["path_dtype"] == "float32" and "path_dtype" not in a.settings
+    big = DMFTSettings(n_paths=10**5, steps=400)
+    assert DMFTSettings(n_paths=10**5, steps=400, path_dtype="float32").memory_bytes(GELU) < \
+        0.6 * big.memory_bytes(GELU)
+    with pytest.raises(ValueError, match="path_dtype must be 'float64' or 'float32', got 'float16'"):
+        DMFTSettings(path_dtype="float16")

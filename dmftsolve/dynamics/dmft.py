@@ -294,6 +294,13 @@ class DMFTSettings:
         ``diagnostics["stopped_at"]`` names the step. ``None`` (default): run all steps.
     stop_directions : sequence of int
         Target directions of ``stop_cosine`` (default: all ``k``).
+    path_dtype : {"float64", "float32"}
+        Storage and products of the path history (innovations ``ζ^u`` and gradients ``g^u``
+        of every step, read twice a step: ``O(N T)`` bytes, the solve's main cost). The
+        kernels, overlaps and each step's fields and gradients stay in float64.
+        ``"float32"`` halves the memory and the time of those products; its rounding
+        (relative ``~1e-7`` per entry) is far below the paths' Monte Carlo error
+        ``N^{-1/2}``. Measured in ``docs/findings.md`` §7.
     progress : bool
         Show a tqdm progress bar.
     blas_threads : int or None
@@ -332,6 +339,7 @@ class DMFTSettings:
     quenched_labels: bool = False
     stop_cosine: float | None = None
     stop_directions: tuple[int, ...] = ()
+    path_dtype: Literal["float64", "float32"] = "float64"
     progress: bool = False
     blas_threads: int | None = 1
     throw: bool = True
@@ -364,6 +372,8 @@ class DMFTSettings:
                 or not isinstance(self.stop_cosine, (int, float, np.integer, np.floating))
                 or not 0 < self.stop_cosine < 1):
             raise ValueError(f"stop_cosine must be a number in (0, 1) or None, got {self.stop_cosine!r}")
+        if self.path_dtype not in ("float64", "float32"):
+            raise ValueError(f"path_dtype must be 'float64' or 'float32', got {self.path_dtype!r}")
         if self.quenched_labels and self.force_samples is None:
             raise ValueError("quenched_labels=True needs force_samples (the number n of samples), got None")
         for name in ("antithetic", "stein_regression", "progress", "throw", "quenched_labels"):
@@ -422,7 +432,8 @@ class DMFTSettings:
         """Estimated peak memory of :func:`solve_dmft` with these settings, in bytes.
 
         Counts the arrays whose size grows with ``N``, ``T`` and ``m``: the
-        path history (``2 (T+1) m × N``), one history-sized temporary, the
+        path history (``(T+1) m × N`` gradients and ``(T+1) m × N/c`` distinct
+        innovations, ``c`` the antithetic and reflected copies), one history-sized temporary, the
         ``((T+2) m)²`` kernel stores (``Q, R, Γ`` and its error, ``Cg, L`` and
         the assembled copies), the estimator's store (pathwise
         ``N ((T+1) m)²``; Stein regression ``(B+1) ((T+1) m)²``), the kept
@@ -432,7 +443,10 @@ class DMFTSettings:
         T, m, k = self.resolved_steps(problem), problem.m, problem.k
         N, B = self.total_paths(), self.n_batches
         Tm1, Tm2 = (T + 1) * m, (T + 2) * m
-        n = 2 * 2 * Tm1 * N  # path history X and one temporary of its size
+        unit = (2 if self.antithetic else 1) * (2 if self.reflect else 1)
+        size = np.dtype(self.path_dtype).itemsize / 8
+        # path history (g on every path, ζ on the distinct ones) and one temporary of its size
+        n = 2 * size * Tm1 * N * (1 + 1 / unit)
         n += 2 * Tm2 * Tm2 + 4 * Tm1 * Tm1 + 5 * Tm1 * Tm1  # Q, R; Γ, Γ_err, Cg, L; assembled blocks
         n += len(self.keep_samples_at) * N * (2 * m + k + 1 + m * m)
         n += N * (8 * m + 2 * k + 2 * m * m + 8)  # per-step path arrays
@@ -459,6 +473,8 @@ class DMFTSettings:
                "stein_regression": self.stein_regression, "errors": self.errors,
                "force_samples": self.force_samples, "force_weights": self.force_weights,
                "quenched_labels": self.quenched_labels}
+        if self.path_dtype != "float64":  # recorded only when used (older records keep their keys)
+            out["path_dtype"] = self.path_dtype
         if self.stop_cosine is not None:  # recorded only when used (older records keep their keys)
             out["stop_cosine"] = float(self.stop_cosine)
             out["stop_directions"] = list(self.stop_directions)
@@ -767,7 +783,14 @@ class _Run:
                 w = rng_w.poisson(lam_w, size=N) / lam_w
             self.Vstar_force = self.Vstar * ((w - 1.0) / N)
         Tm1, Tm2 = (T + 1) * m, (T + 2) * m
-        self.X = np.zeros((2 * Tm1, N))  # time-major rows [ζ^t (m rows), g^t (m rows)]
+        # The innovations repeat over each antithetic / reflected copy with a fixed sign
+        # (:meth:`_draw`), so only the ``B·n_base`` distinct columns are stored; ``rep_sign``
+        # is the sign of each of the ``N / (B·n_base)`` copies inside a batch.
+        sign = np.array([1.0, -1.0]) if cfg.antithetic else np.array([1.0])
+        self.rep_sign = np.concatenate([sign, sign]) if cfg.reflect else sign
+        dt = np.dtype(cfg.path_dtype)
+        self.Z = np.zeros((Tm1, B * self.n_base), dtype=dt)  # ζ^t (m rows a step), distinct columns
+        self.Gh = np.zeros((Tm1, N), dtype=dt)  # g^t (m rows a step), every path
         self.Qb, self.Rb = np.zeros((Tm2, Tm2)), np.zeros((Tm2, Tm2))
         self.Gb, self.Gb_err = np.zeros((Tm1, Tm1)), np.zeros((Tm1, Tm1))
         self.Cb = np.zeros((Tm1, Tm1))
@@ -793,14 +816,25 @@ class _Run:
 
     # ------------------------------------------------------------------ random inputs
     def _draw(self, rows: int) -> np.ndarray:
-        """Standard normals (rows, N): antithetic pairs inside each batch, and the whole
-        batch repeated for the reflected copies."""
-        h = self.rng.standard_normal((rows, self.B, self.n_base))
-        if self.cfg.antithetic:
-            h = np.concatenate([h, -h], axis=2)
-        if self.cfg.reflect:
-            h = np.concatenate([h, h], axis=2)
-        return h.reshape(rows, self.N)
+        """The distinct standard normals (rows, ``B·n_base``) of the innovations; the paths
+        see them through :meth:`_expand` (antithetic pairs inside each batch, and the whole
+        batch repeated for the reflected copies)."""
+        return self.rng.standard_normal((rows, self.B * self.n_base))
+
+    def _expand(self, u: np.ndarray) -> np.ndarray:
+        """(rows, ``B·n_base``) → (rows, N): each batch's columns repeated over its copies,
+        times the copy's sign (``rep_sign``)."""
+        rows = u.shape[0]
+        full = u.reshape(rows, self.B, 1, self.n_base) * self.rep_sign[:, None].astype(u.dtype)
+        return full.reshape(rows, self.N)
+
+    def _contract(self, g: np.ndarray) -> np.ndarray:
+        """The adjoint of :meth:`_expand`: (rows, N) → (rows, ``B·n_base``), the copies of each
+        column summed with their signs (so ``g·expand(ζ) = contract(g)·ζ``)."""
+        rows = g.shape[0]
+        c = self.rep_sign.size
+        return np.einsum("rbcn,c->rbn", g.reshape(rows, self.B, c, self.n_base),
+                         self.rep_sign).reshape(rows, self.B * self.n_base)
 
     def _draw_shared(self, rows: int, flip: tuple[int, ...] = (), quenched: bool = False) -> np.ndarray:
         """Normals shared by the two members of an antithetic pair (V*, ε); rows ``flip``
@@ -849,16 +883,16 @@ class _Run:
         """Innovations ``ζ^t``, fields ``V^t = M_tᵀV* + U^t + b_t`` and gradients ``g^t`` (each (·, N))."""
         m, blk = self.m, self._blk(t)
         tm, t1m = t * m, (t + 1) * m
-        z = self._draw(m)
+        dt = self.Z.dtype
+        z = self._draw(m)  # distinct columns only
         z[null] = 0.0
-        self.X[2 * tm: 2 * tm + m] = z
-        coef = np.zeros((m, 2 * t1m))
-        cz = coef.reshape(m, t + 1, 2, m)
-        # L row t, with the null columns (L̃ holds 1 on their diagonal) set to zero
-        cz[:, :, 0, :] = np.where(self.null_mask[:t1m], 0.0, self.Lb[blk, :t1m]).reshape(m, t + 1, m)
-        if t > 0:  # −(η/δ) R(t, u+1) for u < t
-            cz[:, :t, 1, :] = (-(self.eta / self.delta) * self.Rb[blk, m:t1m]).reshape(m, t, m)
-        V = self.M[t].T @ self.Vstar + coef @ self.X[: 2 * t1m]  # (m, N)
+        self.Z[tm:t1m] = z
+        # U^t = Σ_u L(t,u) ζ^u: L row t, with the null columns (L̃ holds 1 on their diagonal)
+        # set to zero, applied to the distinct columns and expanded to the paths
+        Lrow = np.where(self.null_mask[:t1m], 0.0, self.Lb[blk, :t1m])
+        V = self.M[t].T @ self.Vstar + self._expand(Lrow.astype(dt) @ self.Z[:t1m])  # (m, N)
+        if t > 0:  # −(η/δ) Σ_{u<t} R(t, u+1) g^u
+            V += (-(self.eta / self.delta) * self.Rb[blk, m:t1m]).astype(dt) @ self.Gh[:tm]
         if self.problem.bias:
             V += self.bvec[t][:, None]
         g = np.asarray(self.problem.grad(self.y, V.T), dtype=float).T  # (m, N)
@@ -881,26 +915,34 @@ class _Run:
     def _moments(self, t: int, z: np.ndarray, g: np.ndarray, null: np.ndarray,
                  D: np.ndarray | None) -> tuple[StepMoments, np.ndarray, np.ndarray, np.ndarray]:
         """Per-batch moments of step ``t``: the estimator's input, ``Cν`` row, ``E[V* gᵀ]``, ``g``."""
-        m, B, nb = self.m, self.B, self.nb
+        m, B, nb, nz = self.m, self.B, self.nb, self.n_base
         tm, t1m = t * m, (t + 1) * m
-        self.X[2 * tm + m: 2 * t1m] = g
-        gz_b = np.concatenate([g, z], axis=0).reshape(2 * m, B, nb).transpose(1, 0, 2)
-        Xb = self.X[: 2 * t1m].reshape(2 * t1m, B, nb).transpose(1, 2, 0)  # (B, nb, rows)
-        mom = ((gz_b @ Xb) / nb).reshape(B, 2 * m, t + 1, 2, m)
-        g_b = gz_b[:, :m]  # (B, m, nb)
-        self.zmean[:, self._blk(t)] = z.reshape(m, B, nb).mean(axis=-1).T
-        gz = mom[:, :m, :, 0, :].reshape(B, m, t1m)  # E_b[g^t ζ^{uᵀ}]
-        zz = mom[:, m:, :, 0, :].reshape(B, m, t1m)  # E_b[ζ^t ζ^{uᵀ}]
-        gmean, zmean = g_b.mean(axis=2), self.zmean[:, :t1m]
+        dt = self.Z.dtype
+        self.Gh[tm:t1m] = g
+        g_b = g.reshape(m, B, nb).transpose(1, 0, 2)  # (B, m, nb)
+        # E[g^t ζ^u] over the paths is contract(g)·ζ^u over the distinct columns, and
+        # E[ζ^t ζ^u] the mean over the distinct columns (the copies' signs square to 1)
+        gzz = np.concatenate([self._contract(g) / nb, z / nz], axis=0).astype(dt)  # (2m, B·nz)
+        self.zmean[:, self._blk(t)] = z.reshape(m, B, nz).mean(axis=-1).T * self.rep_sign.mean()
         if self.pooled_only:  # one "batch": the pooled moments (the mean of equal batches)
-            gz, zz = gz.mean(axis=0)[None], zz.mean(axis=0)[None]
-            gmean, zmean = gmean.mean(axis=0)[None], zmean.mean(axis=0)[None]
+            mom = (self.Z[:t1m] @ gzz.T).T[None] / B  # (1, 2m, t1m)
+            gg = (self.Gh[:t1m] @ g.T.astype(dt, copy=False)).T[None] / self.N  # (1, m, t1m)
+            gmean, zmean = g_b.mean(axis=(0, 2))[None], self.zmean[:, :t1m].mean(axis=0)[None]
+        else:
+            Zb = self.Z[:t1m].reshape(t1m, B, nz).transpose(1, 2, 0)  # (B, nz, t1m)
+            mom = gzz.reshape(2 * m, B, nz).transpose(1, 0, 2) @ Zb  # (B, 2m, t1m)
+            Gb = self.Gh[:t1m].reshape(t1m, B, nb).transpose(1, 2, 0)  # (B, nb, t1m)
+            gg = (g_b.astype(dt, copy=False) @ Gb) / nb
+            gmean, zmean = g_b.mean(axis=2), self.zmean[:, :t1m]
+        mom, gg = mom.astype(float, copy=False), gg.astype(float, copy=False)
+        gz = mom[:, :m]  # E_b[g^t ζ^{uᵀ}]
+        zz = mom[:, m:]  # E_b[ζ^t ζ^{uᵀ}]
         step = StepMoments(
             t=t, m=m, gmean=gmean, gz=gz, zz=zz, zmean=zmean, null=null,
             null_mask=self.null_mask[:t1m].copy(), L=self.Lb[:t1m, :t1m], D=D,
             R_row=self.Rb[self._blk(t), m:t1m], eta_over_delta=self.eta / self.delta,
         )
-        Cn_b = mom[:, :m, :, 1, :].reshape(B, m, t1m) / self.delta  # E_b[g^t g^{uᵀ}]/δ
+        Cn_b = gg / self.delta  # E_b[g^t g^{uᵀ}]/δ (one pooled "batch" with errors="none")
         EVg_b = (self.Vstar_b @ g_b.transpose(0, 2, 1)) / nb  # (B, k, m)
         if self.Vstar_force is not None:  # quenched finite-n force, the same in every batch
             EVg_b = EVg_b + (self.Vstar_force @ g.T)[None]
