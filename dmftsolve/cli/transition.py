@@ -60,14 +60,15 @@ reflecting its hard directions jointly (e.g. z**2 - 1, z1*z2, z1 + z2**2 - 1);
 random start, no bias or ridge.
 
 Cost: one DMFT run of at most T steps with --paths paths per draw (2e4 paths,
-T = 400, one neuron: about 5 s on one core if it does not escape, less if it
-does; m neurons cost about m^2 times more). Draws run on --workers processes.
+T = 400, d = 2000, float32 path history: about 1.8 s on one core for one neuron
+and 6.8 s for two if the draw does not escape, less if it does; the cost grows
+like T^2 and with --paths, not with d). Draws run on --workers processes.
 
 Width m >= 2: with the default 2e4 paths the hard overlaps grow too slowly from
 GD's finite-n force after about step 10, and delta_50 can sit high on long
 horizons (GeLU at d = 1000: +0.35 on z**2, +0.36 on z1*z2, +0.57 on abs(z));
---paths 80000 brought all three within 0.16 of GD, at four times the cost
-(docs/findings.md 10.5).
+--paths 80000 brought all three within 0.16 of GD, at about four times the
+cost (docs/findings.md 10.5).
 
 --sim FILE.json overlays simulator points in the table and the plot: a JSON object
 {"deltas": [...], "successes": [...], "trials": [...]} (e.g. from `dmftsolve
@@ -112,6 +113,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="forced: the weights of the force; 'paired' gives the curvature along the "
                         "target GD's noise when there are at least 2n paths, 'poisson' adds the "
                         "paths' own (see above; default: %(default)s)")
+    g.add_argument("--path-dtype", choices=("float32", "float64"), default="float32",
+                   help="precision of each draw's stored path history; float32 makes a draw "
+                        "1.7-1.8x faster and gave the same outcome on 191 of 192 paired draws; "
+                        "float64 reproduces versions before 0.3.0 (docs/findings.md section 7; "
+                        "default: %(default)s)")
     g.add_argument("--workers", type=positive_int("--workers", 256), default=None,
                    help="processes for the draws (default: the CPUs this process may use)")
     g.add_argument("--plot", type=Path, default=None, help="write the curve to this image file")
@@ -190,6 +196,7 @@ def run(args: argparse.Namespace) -> int:
     s = TransitionSettings(draws=args.draws, seed=args.seed, construction=args.construction,
                            n_paths=args.paths, workers=workers, paths_per_sample=args.paths_per_sample,
                            force_weights=args.force_weights, tol=args.tol,
+                           path_dtype=args.path_dtype,
                            max_draws=max(args.max_draws, args.draws), start=args.start)
     _check_transition_cost(args, problem, s)
     c = transition(problem, args.d, args.delta, settings=s, throw=False, progress=want_progress(args))
