@@ -1099,6 +1099,14 @@ class Problem(_Frozen):
         lf = self.loss(y, self.network.sigma(V) @ a, 1)
         return lf[..., None] * a * self.network.sigma(V, 1)
 
+    def loss_and_grad(self, y: np.ndarray, V: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(ℓ(y, V), ∇_V ℓ(y, V))`` from one evaluation of the network output (what
+        :meth:`loss_value` and :meth:`grad` give apart), shapes ``(...)`` and ``(..., m)``."""
+        V = self._check_V(V)
+        a = self.network.a_array
+        f = self.network.sigma(V) @ a
+        return self.loss(y, f), self.loss(y, f, 1)[..., None] * a * self.network.sigma(V, 1)
+
     def hess(self, y: np.ndarray, V: np.ndarray) -> np.ndarray:
         """``D = ∇²_V ℓ(y, V)``, shape ``(..., m, m)``, symmetric."""
         V = self._check_V(V)

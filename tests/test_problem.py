@@ -230,3 +230,15 @@ def test_random_valid_problems_build_and_round_trip(
     y = p.labels(rng.standard_normal((4, k)), rng.standard_normal(4))
     assert p.grad(y, V).shape == (4, m) and p.hess(y, V).shape == (4, m, m)
     assert np.all(np.isfinite(p.hess(y, V)))
+
+
+def test_loss_and_grad_is_loss_value_and_grad() -> None:
+    """One evaluation gives what loss_value and grad give apart (width 2, GeLU and r²)."""
+    rng = np.random.default_rng(0)
+    V, y = rng.standard_normal((50, 2)), rng.standard_normal(50)
+    for act in ("gelu", "quad"):
+        p = Problem.build(target="z**2 - 1", activation=act, m=2)
+        lv, g = p.loss_and_grad(y, V)
+        np.testing.assert_array_equal(lv, p.loss_value(y, V))
+        np.testing.assert_array_equal(g, p.grad(y, V))
+        assert lv.shape == (50,) and g.shape == (50, 2)

@@ -895,12 +895,14 @@ class _Run:
             V += (-(self.eta / self.delta) * self.Rb[blk, m:t1m]).astype(dt) @ self.Gh[:tm]
         if self.problem.bias:
             V += self.bvec[t][:, None]
-        g = np.asarray(self.problem.grad(self.y, V.T), dtype=float).T  # (m, N)
+        lv, g = self.problem.loss_and_grad(self.y, V.T)
+        self.loss_paths = np.asarray(lv, dtype=float)  # the training loss of each path
+        g = np.asarray(g, dtype=float).T  # (m, N)
         return z, V, g
 
     def _train_observables(self, t: int, V: np.ndarray) -> np.ndarray | None:
         """Training loss at ``t``; ``D^t`` when the estimator or ``keep_samples_at`` needs it."""
-        lv = self.problem.loss_value(self.y, V.T)
+        lv = self.loss_paths  # from _fields, with g
         per_loss = lv.reshape(self.B, self.nb).mean(axis=1)
         self.out["train_loss"][t] = per_loss.mean()
         self.out["train_loss_err"][t] = _batch_se(per_loss[:, None])[0]
