@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from dmftsolve import Problem
+from dmftsolve import Problem, __version__
 from dmftsolve.results import jsonable
 from dmftsolve.thresholds.delta50 import probit_fit, search_delta_50
 from dmftsolve.thresholds.finite_d_transition import TransitionSettings, transition
@@ -91,6 +91,12 @@ CASES: dict[str, dict[str, Any]] = {
                               "start": 3.5, "n_paths": 80_000, "theory_only": True, "gd_of": "gelu_z2m1_m2"},
     "gelu_abs_m2_paths8e4": {"target": "abs(z)", "activation": "gelu", "m": 2, "eta": 0.5, "steps": 400,
                              "start": 7.5, "n_paths": 80_000, "theory_only": True, "gd_of": "gelu_abs_m2"},
+    # would 8·10⁴ paths at width 2 move the cases that 2·10⁴ gets right away from GD?
+    "quad_z2m1_m2_paths8e4": {"target": "z**2 - 1", "activation": "quad", "m": 2, "eta": 0.1, "steps": 600,
+                              "start": 2.9, "n_paths": 80_000, "theory_only": True, "gd_of": "quad_z2m1_m2"},
+    "gelu_easyhard_m2_paths8e4": {"target": "z1 + z2**2 - 1", "activation": "gelu", "m": 2, "eta": 0.5,
+                                  "steps": 400, "start": 3.6, "n_paths": 80_000, "theory_only": True,
+                                  "gd_of": "gelu_easyhard_m2"},
 }
 
 
@@ -139,7 +145,7 @@ def theory_search(case: str, d: int, *, tol: float, max_draws: int, seed: int, d
             "seconds": time.perf_counter() - t0,
             "settings": {"draws": draws, "seed": seed, "tol": tol, "max_draws": max_draws, "n_paths": n_paths,
                          "paths_per_sample": s.paths_per_sample, "construction": s.construction,
-                         "workers": workers},
+                         "workers": workers, "path_dtype": s.path_dtype, "version": __version__},
             "escape_steps": {f"{pt.delta:g}": pt.escape_step for pt in c.points}}
 
 

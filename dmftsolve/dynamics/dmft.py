@@ -298,9 +298,12 @@ class DMFTSettings:
         Storage and products of the path history (innovations ``ζ^u`` and gradients ``g^u``
         of every step, read twice a step: ``O(N T)`` bytes, the solve's main cost). The
         kernels, overlaps and each step's fields and gradients stay in float64.
-        ``"float32"`` halves the memory and the time of those products; its rounding
+        ``"float32"`` halves the memory and the time of those products. Its rounding
         (relative ``~1e-7`` per entry) is far below the paths' Monte Carlo error
-        ``N^{-1/2}``. Measured in ``docs/findings.md`` §7.
+        ``N^{-1/2}`` over a few steps (``tests/test_dmft.py``), but it flips some of the
+        Stein solve's zero-variance decisions (``null_rtol``), so over hundreds of steps a
+        single solve's kernels can move by a few percent, as another seed moves them
+        (``docs/findings.md`` §7: the success curve of ``dmftsolve transition`` did not move).
     progress : bool
         Show a tqdm progress bar.
     blas_threads : int or None
@@ -791,6 +794,7 @@ class _Run:
         dt = np.dtype(cfg.path_dtype)
         self.Z = np.zeros((Tm1, B * self.n_base), dtype=dt)  # ζ^t (m rows a step), distinct columns
         self.Gh = np.zeros((Tm1, N), dtype=dt)  # g^t (m rows a step), every path
+        self.loss_paths = np.zeros(N)  # ℓ(y, V^t) of each path at the current step (from _fields)
         self.Qb, self.Rb = np.zeros((Tm2, Tm2)), np.zeros((Tm2, Tm2))
         self.Gb, self.Gb_err = np.zeros((Tm1, Tm1)), np.zeros((Tm1, Tm1))
         self.Cb = np.zeros((Tm1, Tm1))
@@ -880,7 +884,8 @@ class _Run:
         return null
 
     def _fields(self, t: int, null: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Innovations ``ζ^t``, fields ``V^t = M_tᵀV* + U^t + b_t`` and gradients ``g^t`` (each (·, N))."""
+        """Innovations ``ζ^t`` (the distinct columns, (m, ``B·n_base``)), fields
+        ``V^t = M_tᵀV* + U^t + b_t`` and gradients ``g^t`` (each (m, N))."""
         m, blk = self.m, self._blk(t)
         tm, t1m = t * m, (t + 1) * m
         dt = self.Z.dtype
