@@ -275,3 +275,21 @@ def test_width_transition_horizon_counts(load_validation) -> None:  # noqa: ANN0
     assert mod.at_horizon(v, 100)["successes"] == [0, 1, 3]
     assert mod.at_horizon(v, 200)["successes"] == [1, 2, 3]  # a passage at step 200 counts
     assert np.isnan(mod.at_horizon(v, 4)["delta_50"])  # nothing passed by step 4
+
+
+def test_width_transition_report_marks_failed_draws_and_diverged_trials(load_validation) -> None:  # noqa: ANN001
+    """A theory search with failed DMFT draws carries † and their number; GD trials that
+    diverged carry ‡ and theirs; clean searches carry neither."""
+    mod = load_validation("width_transition")
+    base = {"deltas": [3.0, 4.0, 5.0], "successes": [1, 3, 4], "trials": [4, 4, 4], "seconds": 1.0,
+            "escape_steps": {"3": [-1, -1, 20, -1], "4": [10, -1, 20, 39], "5": [5, 10, 6, 30]},
+            "settings": {}}
+    case = next(iter(mod.CASES))
+    data = {f"{case}|1000|gd": {**base, "diverged": {"3": 2, "4": 1, "5": 0}},
+            f"{case}|1000|theory": {**base, "status": "failed", "failed_draws": {"3": 3, "4": 0, "5": 0}},
+            f"{case}|2000|gd": {**base, "diverged": {"3": 0}},
+            f"{case}|2000|theory": {**base, "status": "success"}}
+    rows = {line.split(" | ")[6]: line for line in mod.report(data).splitlines()
+            if line.startswith(f"| {case} |")}
+    assert "(12) ‡3" in rows["1000"] and "(12) †3" in rows["1000"]
+    assert "‡" not in rows["2000"] and "†" not in rows["2000"]

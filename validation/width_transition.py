@@ -97,6 +97,11 @@ CASES: dict[str, dict[str, Any]] = {
     "gelu_easyhard_m2_paths8e4": {"target": "z1 + z2**2 - 1", "activation": "gelu", "m": 2, "eta": 0.5,
                                   "steps": 400, "start": 3.6, "n_paths": 80_000, "theory_only": True,
                                   "gd_of": "gelu_easyhard_m2"},
+    # r² at width 2 with a step GD survives: at η = 0.1 (quad_z2m1_m2) GD diverges in 14 of 16
+    # trials at δ = 2.6 and 1 of 16 at 3.5 (d = 1000), so that case's δ_50 mixes divergence
+    # with learning; at η = 0.05 none of 48 trials diverged (findings §10.1)
+    "quad_z2m1_m2_eta05": {"target": "z**2 - 1", "activation": "quad", "m": 2, "eta": 0.05, "steps": 600,
+                           "start": 3.0},
 }
 
 
@@ -146,7 +151,8 @@ def theory_search(case: str, d: int, *, tol: float, max_draws: int, seed: int, d
             "settings": {"draws": draws, "seed": seed, "tol": tol, "max_draws": max_draws, "n_paths": n_paths,
                          "paths_per_sample": s.paths_per_sample, "construction": s.construction,
                          "workers": workers, "path_dtype": s.path_dtype, "version": __version__},
-            "escape_steps": {f"{pt.delta:g}": pt.escape_step for pt in c.points}}
+            "escape_steps": {f"{pt.delta:g}": pt.escape_step for pt in c.points},
+            "failed_draws": {f"{pt.delta:g}": len(pt.diagnostics.get("failures", [])) for pt in c.points}}
 
 
 def gd_search(case: str, d: int, *, tol: float, max_trials: int, seed: int, batch: int) -> dict[str, Any]:
@@ -156,11 +162,14 @@ def gd_search(case: str, d: int, *, tol: float, max_trials: int, seed: int, batc
     p = problem_of(case)
     idx = list(CASES).index(case)
     first: dict[str, list[int]] = {}
+    diverged: dict[str, int] = {}
 
     def run_batch(x: float, b: int) -> tuple[int, int]:
         ss = np.random.SeedSequence([seed, idx, d, int(round(1000 * x)), b])
         r = simulate(p, d, x, seed=ss, trials=batch, dtype=np.float32, record_every=5, n_test=512,
                      throw=False)
+        bad = ~np.isfinite(np.asarray(r.train_loss, dtype=float)).all(axis=1)  # GD itself diverged
+        diverged[f"{x:g}"] = diverged.get(f"{x:g}", 0) + int(bad.sum())
         stat = r.success_statistic()
         with np.errstate(invalid="ignore"):
             above = np.isfinite(stat) & (stat > 0.5)
@@ -175,7 +184,8 @@ def gd_search(case: str, d: int, *, tol: float, max_trials: int, seed: int, batc
             "deltas": out.deltas, "successes": out.successes, "trials": out.trials,
             "seconds": time.perf_counter() - t0, "batches": out.batches,
             "settings": {"batch": batch, "seed": seed, "tol": tol, "max_trials": max_trials,
-                         "dtype": "float32", "record_every": 5}, "escape_steps": first}
+                         "dtype": "float32", "record_every": 5}, "escape_steps": first,
+            "diverged": diverged}
 
 
 def fmt(v: Any, e: Any) -> str:
@@ -273,6 +283,11 @@ def report(data: dict[str, Any]) -> str:
             g, t = (_refit(data.get(_key(case, d, side))) for side in ("gd", "theory"))
             gs = fmt(g["delta_50"], g["err"]) + f" ({sum(g['trials'])})" if g else "not run"
             ts = fmt(t["delta_50"], t["err"]) + f" ({sum(t['trials'])})" if t else "not run"
+            if g and sum(g.get("diverged", {}).values()):
+                gs += f" ‡{sum(g['diverged'].values())}"
+            if t and t.get("status") == "failed":
+                nf = sum(t.get("failed_draws", {}).values())
+                ts += f" †{nf}" if nf else " †"
             diff, ok = _bar(g, t)
             secs = f"{g['seconds']:.0f} / " if g else "— / "
             tw = int(t["settings"].get("workers", 1)) if t else 1
@@ -280,6 +295,12 @@ def report(data: dict[str, Any]) -> str:
             a = ", ".join(f"{x:g}" for x in c.get("a", [1.0] * c["m"]))
             lines.append(f"| {case} | `{c['target']}` | {c['activation']} | {c['m']} | {a} | {c['eta']}, "
                          f"{c['steps']} | {d} | {gs} | {ts} | {diff} | {ok} | {secs} |")
+    lines += ["", "† the theory's search had draws whose DMFT failed (non-finite kernels; the number, where "
+              "recorded): they count as failures, so that δ_50 is not a value of the theory. ‡ GD "
+              "diverged (non-finite loss) in that many trials, counted as failures. For r² at width 2 "
+              "and η = 0.1 both happen below δ ≈ 3.5: GD diverged in 14 of 16 trials at δ = 2.6 "
+              "(d = 1000), so those rows compare divergence as much as learning "
+              "(`docs/findings.md` §10.1); `quad_z2m1_m2_eta05` is the same problem at η = 0.05."]
     lines += [""] + horizon_table(data)
     lines += ["", "Counts per δ (successes/trials):", ""]
     for key in sorted(data):
