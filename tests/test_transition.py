@@ -21,6 +21,7 @@ from dmftsolve.dynamics.hard_overlap import (
 )
 from dmftsolve.thresholds.finite_d_transition import (
     TransitionSettings,
+    kernel_paths,
     probit_fit,
     success_probability,
     transition,
@@ -319,3 +320,21 @@ def test_a_failed_point_is_named_in_the_message(monkeypatch: pytest.MonkeyPatch)
     assert c.status is Status.FAILED
     assert c.message.startswith("1 of 2 points had failed draws: δ = 3: 2 DMFT draws failed")
     assert "non-finite kernels at step 3" in c.message and "δ = 8" not in c.message
+
+
+def test_kernel_paths_default_by_width() -> None:
+    """n_paths=None resolves to 8e4 kernel paths at width 2 and 2e4 at widths 1 and 3 (the
+    measured defaults of findings §10.1); an explicit value is kept; the draws record it."""
+    from dmftsolve.thresholds.finite_d_transition import default_kernel_paths, resolve_settings
+
+    assert [default_kernel_paths(m) for m in (1, 2, 3, 4)] == [20_000, 80_000, 20_000, 20_000]
+    p2 = Problem.build(target="z**2 - 1", activation="gelu", m=2, eta=0.5, steps=2)
+    assert resolve_settings(TransitionSettings(), p2).n_paths == 80_000
+    assert resolve_settings(TransitionSettings(n_paths=4000), p2).n_paths == 4000
+    r = success_probability(p2, 5.0, 200, settings=TransitionSettings(draws=2))
+    assert r.settings["n_paths"] == 80_000 and r.diagnostics["kernel_paths"] == 80_000
+    p1 = Problem.build(target="z**2 - 1", activation="gelu", eta=0.5, steps=2)
+    r1 = success_probability(p1, 5.0, 200, settings=TransitionSettings(draws=2))
+    assert r1.settings["n_paths"] == 20_000
+    with pytest.raises(ValueError, match="n_paths is None"):
+        kernel_paths(TransitionSettings(), 100)

@@ -291,5 +291,5 @@ def test_width_transition_report_marks_failed_draws_and_diverged_trials(load_val
             f"{case}|2000|theory": {**base, "status": "success"}}
     rows = {line.split(" | ")[6]: line for line in mod.report(data).splitlines()
             if line.startswith(f"| {case} |")}
-    assert "(12) ‡3" in rows["1000"] and "(12) †3" in rows["1000"]
+    assert "(12) ‡3" in rows["1000"] and "(12) †3" in rows["1000"] and "n/a (†)" in rows["1000"]
     assert "‡" not in rows["2000"] and "†" not in rows["2000"]

@@ -59,16 +59,18 @@ Any width --m and any number of directions; the label must be invariant under
 reflecting its hard directions jointly (e.g. z**2 - 1, z1*z2, z1 + z2**2 - 1);
 random start, no bias or ridge.
 
-Cost: one DMFT run of at most T steps with --paths paths per draw (2e4 paths,
-T = 400, d = 2000, float32 path history: about 1.8 s on one core for one neuron
-and 6.8 s for two if the draw does not escape, less if it does; the cost grows
-like T^2 and with --paths, not with d). Draws run on --workers processes.
+Kernel paths (--paths): 80000 by default at width --m 2, 20000 at every other
+width. With 20000 paths the width-2 hard overlaps grow too slowly from GD's
+finite-n force after about step 10, and delta_50 sat above GD's by more than
+max(0.3, 5 %) in 5 of 8 checks (e.g. GeLU at d = 1000: +0.35 on z**2, +0.36 on
+z1*z2, +0.57 on abs(z)); with 80000, in 1 of 8 (docs/findings.md 10.1). At
+widths 1, 3 and 4, 20000 paths were within in every case run.
 
-Width m >= 2: with the default 2e4 paths the hard overlaps grow too slowly from
-GD's finite-n force after about step 10, and delta_50 can sit high on long
-horizons (GeLU at d = 1000: +0.35 on z**2, +0.36 on z1*z2, +0.57 on abs(z));
---paths 80000 brought all three within 0.16 of GD, at about four times the
-cost (docs/findings.md 10.5).
+Cost: one DMFT run of at most T steps with --paths paths per draw (T = 400,
+d = 2000, float32 path history, a draw that does not escape, one core: about
+1.8 s for one neuron with 20000 paths, 7 s for two neurons with 20000 and 24 s
+with 80000; less if it escapes; the cost grows like T^2 and with --paths, not
+with d). Draws run on --workers processes.
 
 --sim FILE.json overlays simulator points in the table and the plot: a JSON object
 {"deltas": [...], "successes": [...], "trials": [...]} (e.g. from `dmftsolve
@@ -104,8 +106,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     g.add_argument("--seed", type=int, default=0, help="root seed (default: %(default)s)")
     g.add_argument("--construction", choices=("forced", "quenched", "finite_n", "initial"), default="forced",
                    help="how a draw carries GD's finite-n sources (see above; default: %(default)s)")
-    g.add_argument("--paths", type=positive_int("--paths", 10**7), default=20_000,
-                   help="kernel paths of the forced and initial constructions (default: %(default)s)")
+    g.add_argument("--paths", type=positive_int("--paths", 10**7), default=None,
+                   help="kernel paths of the forced and initial constructions (default: 80000 at "
+                        "--m 2, 20000 otherwise; see above)")
     g.add_argument("--paths-per-sample", type=float, default=None,
                    help="forced / initial: use round(X * n) kernel paths at each delta (n = delta*d) "
                         "instead of --paths, so the paths' own noise shrinks with GD's (default: off)")
@@ -167,7 +170,12 @@ def run(args: argparse.Namespace) -> int:
     import numpy as np
 
     from dmftsolve.results import format_binomial
-    from dmftsolve.thresholds.finite_d_transition import TransitionSettings, probit_fit, transition
+    from dmftsolve.thresholds.finite_d_transition import (
+        TransitionSettings,
+        probit_fit,
+        resolve_settings,
+        transition,
+    )
 
     if args.plot is not None:  # shared check (cli/_common): directory, writability, format
         from dmftsolve.cli._common import check_output_path
@@ -179,7 +187,7 @@ def run(args: argparse.Namespace) -> int:
                          f"--hold-zero {args.hold_zero})")
     sim = _load_sim(args.sim)
     problem = problem_from_args(args)
-    if args.paths < 40:
+    if args.paths is not None and args.paths < 40:
         raise ValueError(f"--paths must be at least 40, got {args.paths}")
     workers = args.workers
     if workers is None:
@@ -198,6 +206,7 @@ def run(args: argparse.Namespace) -> int:
                            force_weights=args.force_weights, tol=args.tol,
                            path_dtype=args.path_dtype,
                            max_draws=max(args.max_draws, args.draws), start=args.start)
+    s = resolve_settings(s, problem)  # --paths: the width's default when not given
     _check_transition_cost(args, problem, s)
     c = transition(problem, args.d, args.delta, settings=s, throw=False, progress=want_progress(args))
     sim_fit = None

@@ -71,7 +71,8 @@ from dmftsolve.results import Result, SolverError, Status, binomial_error
 from dmftsolve.thresholds.delta50 import probit_fit, search_delta_50
 
 __all__ = ["TransitionSettings", "SuccessProbability", "TransitionCurve", "success_probability",
-           "transition", "probit_fit", "adaptive_search", "transition_directions", "draw_starts"]
+           "transition", "probit_fit", "adaptive_search", "transition_directions", "draw_starts",
+           "default_kernel_paths", "resolve_settings"]
 
 
 _CONSTRUCTIONS = {
@@ -101,8 +102,10 @@ class TransitionSettings:
         How a draw carries GD's finite-``n`` sources (module docstring): ``"forced"``
         (reflection-paired kernels + bootstrap force of ``n`` samples), ``"finite_n"``
         (``N = n`` unpaired paths), ``"initial"`` (no finite-``n`` sources).
-    n_paths : int
-        Kernel paths of the ``"forced"`` and ``"initial"`` constructions.
+    n_paths : int, optional
+        Kernel paths of the ``"forced"`` and ``"initial"`` constructions. None (default):
+        :func:`default_kernel_paths` of the problem's width, 8·10⁴ at m = 2 and 2·10⁴
+        otherwise (since 0.3.0; before, 2·10⁴ at every width).
     copies : int
         ``"quenched"``: paths per label sample and reflection sign (``N = 2·copies·n``).
     workers : int
@@ -144,7 +147,7 @@ class TransitionSettings:
     seed: int = 0
     success_cosine: float = 0.5
     construction: str = "forced"
-    n_paths: int = 20_000
+    n_paths: int | None = None
     copies: int = 2
     workers: int = 1
     paths_per_sample: float | None = None
@@ -160,7 +163,8 @@ class TransitionSettings:
             check_integer("steps", self.steps, 1)
         check_integer("draws", self.draws, 2)
         check_integer("seed", self.seed, 0)
-        check_integer("n_paths", self.n_paths, 40)
+        if self.n_paths is not None:
+            check_integer("n_paths", self.n_paths, 40)
         check_integer("copies", self.copies, 1)
         check_integer("workers", self.workers, 1)
         pps = self.paths_per_sample
@@ -335,12 +339,36 @@ def transition_directions(problem: Problem) -> tuple[int, ...]:
     return tuple(int(j) for j in hard)
 
 
+#: Default kernel paths of a draw by network width (:func:`default_kernel_paths`). Measured
+#: (``docs/findings.md`` §10.1): at m = 2, 2·10⁴ paths left δ_50 above GD's by more than
+#: max(0.3, 5 %) in 5 of 8 (case, d) checks and 8·10⁴ in 1 (mean |theory − GD| 0.35 against
+#: 0.16); at m = 1, 3 and 4, 2·10⁴ was within in every case run.
+DEFAULT_KERNEL_PATHS = {2: 80_000}
+DEFAULT_KERNEL_PATHS_OTHER = 20_000
+
+
+def default_kernel_paths(m: int) -> int:
+    """Kernel paths of a draw when ``TransitionSettings.n_paths`` is None: 8·10⁴ at width 2,
+    2·10⁴ at every other width (:data:`DEFAULT_KERNEL_PATHS`)."""
+    return DEFAULT_KERNEL_PATHS.get(int(m), DEFAULT_KERNEL_PATHS_OTHER)
+
+
+def resolve_settings(s: TransitionSettings, problem: Problem) -> TransitionSettings:
+    """``s`` with ``n_paths`` filled in for ``problem``'s width when it is None."""
+    if s.n_paths is not None:
+        return s
+    return dataclasses.replace(s, n_paths=default_kernel_paths(problem.m))
+
+
 def kernel_paths(s: TransitionSettings, n: int) -> int:
     """Kernel paths ``N`` of a ``"forced"`` / ``"initial"`` draw at sample size ``n``.
 
     Raises ``ValueError`` when ``paths_per_sample · n`` is below 40 paths (it used to be raised
     to 40 silently)."""
     if s.paths_per_sample is None:
+        if s.n_paths is None:
+            raise ValueError("n_paths is None: resolve it for the problem's width first "
+                             "(resolve_settings)")
         return s.n_paths
     N = int(round(s.paths_per_sample * n))
     if N < 40:
@@ -397,6 +425,7 @@ def solve_draw(problem: Problem, delta: float, d: int, k: int, m0: Any,
     from dmftsolve.dynamics.dmft import solve_dmft
 
     hard = transition_directions(problem) if hard is None else tuple(int(j) for j in hard)
+    s = resolve_settings(s, problem)
     q0 = float(problem.training.init.q0)
     n = int(round(delta * d))
     N = kernel_paths(s, n)
@@ -513,6 +542,7 @@ def success_probability(problem: Problem, delta: float, d: int, *,
     s = TransitionSettings() if settings is None else settings
     if not isinstance(s, TransitionSettings):
         raise ValueError(f"settings must be a TransitionSettings, got {settings!r}")
+    s = resolve_settings(s, problem)
     T = problem.training.steps if s.steps is None else s.steps
     K = s.draws
     n = int(round(delta * d))
@@ -644,6 +674,7 @@ def transition(problem: Problem, d: int, deltas: Sequence[float] | None = None, 
     s = TransitionSettings() if settings is None else settings
     if not isinstance(s, TransitionSettings):
         raise ValueError(f"settings must be a TransitionSettings, got {settings!r}")
+    s = resolve_settings(s, problem)
     transition_directions(problem)  # checks the problem before any work
     grid = None
     if deltas is not None:
