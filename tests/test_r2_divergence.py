@@ -10,7 +10,8 @@ from pathlib import Path
 from types import ModuleType
 
 
-def test_tiny_run_counts_diverged_trials(tmp_path: Path, load_validation: Callable[[str], ModuleType]) -> None:
+def test_tiny_run_counts_diverged_trials(tmp_path: Path,
+                                         load_validation: Callable[[str], ModuleType]) -> None:
     mod = load_validation("r2_divergence")
     data = mod.main(["--widths", "4", "--etas", "0.1,0.05", "--trials", "4", "--steps", "10", "--d", "200",
                      "--out", str(tmp_path / "r2")])
