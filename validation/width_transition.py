@@ -102,6 +102,8 @@ CASES: dict[str, dict[str, Any]] = {
     # with learning; at η = 0.05 none of 48 trials diverged (findings §10.1)
     "quad_z2m1_m2_eta05": {"target": "z**2 - 1", "activation": "quad", "m": 2, "eta": 0.05, "steps": 600,
                            "start": 3.0},
+    "gelu_z2m1_m3_paths8e4": {"target": "z**2 - 1", "activation": "gelu", "m": 3, "eta": 0.5, "steps": 400,
+                              "start": 2.8, "n_paths": 80_000, "theory_only": True, "gd_of": "gelu_z2m1_m3"},
     "quad_z2m1_m2_eta05_paths8e4": {"target": "z**2 - 1", "activation": "quad", "m": 2, "eta": 0.05,
                                     "steps": 600, "start": 2.8, "n_paths": 80_000, "theory_only": True,
                                     "gd_of": "quad_z2m1_m2_eta05"},
