@@ -62,8 +62,8 @@ random start, no bias or ridge.
 Kernel paths (--paths): 80000 by default at width --m 2, 20000 at every other
 width. With 20000 paths the width-2 hard overlaps grow too slowly from GD's
 finite-n force after about step 10, and delta_50 sat above GD's by more than
-max(0.3, 5 %) in 5 of 8 checks (e.g. GeLU at d = 1000: +0.35 on z**2, +0.36 on
-z1*z2, +0.57 on abs(z)); with 80000, in 1 of 8 (docs/findings.md 10.1). At
+max(0.3, 5 %) in 5 of 9 checks (e.g. GeLU at d = 1000: +0.35 on z**2, +0.36 on
+z1*z2, +0.57 on abs(z)); with 80000, in 1 of 9 (docs/findings.md 10.1). At
 widths 1, 3 and 4, 20000 paths were within in every case run.
 
 Cost: one DMFT run of at most T steps with --paths paths per draw (T = 400,

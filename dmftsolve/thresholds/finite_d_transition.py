@@ -341,8 +341,8 @@ def transition_directions(problem: Problem) -> tuple[int, ...]:
 
 #: Default kernel paths of a draw by network width (:func:`default_kernel_paths`). Measured
 #: (``docs/findings.md`` §10.1): at m = 2, 2·10⁴ paths left δ_50 above GD's by more than
-#: max(0.3, 5 %) in 5 of 8 (case, d) checks and 8·10⁴ in 1 (mean |theory − GD| 0.35 against
-#: 0.16); at m = 1, 3 and 4, 2·10⁴ was within in every case run.
+#: max(0.3, 5 %) in 5 of 9 (case, d) checks and 8·10⁴ in 1 (mean |theory − GD| 0.31 against
+#: 0.17); at m = 1, 3 and 4, 2·10⁴ was within in every case run.
 DEFAULT_KERNEL_PATHS = {2: 80_000}
 DEFAULT_KERNEL_PATHS_OTHER = 20_000
 
