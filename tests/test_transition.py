@@ -338,3 +338,5 @@ def test_kernel_paths_default_by_width() -> None:
     assert r1.settings["n_paths"] == 20_000
     with pytest.raises(ValueError, match="n_paths is None"):
         kernel_paths(TransitionSettings(), 100)
+    with pytest.raises(ValueError, match="problem must be a Problem"):  # checked before resolving
+        transition("z**2", 100)

@@ -91,7 +91,8 @@ CASES: dict[str, dict[str, Any]] = {
                               "start": 3.5, "n_paths": 80_000, "theory_only": True, "gd_of": "gelu_z2m1_m2"},
     "gelu_abs_m2_paths8e4": {"target": "abs(z)", "activation": "gelu", "m": 2, "eta": 0.5, "steps": 400,
                              "start": 7.5, "n_paths": 80_000, "theory_only": True, "gd_of": "gelu_abs_m2"},
-    # would 8·10⁴ paths at width 2 move the cases that 2·10⁴ gets right away from GD?
+    # would 8·10⁴ paths at width 2 move the cases that 2·10⁴ gets right away from GD? (the r²
+    # one at η = 0.1 answers nothing: GD and the draws diverge there; see quad_z2m1_m2_eta05)
     "quad_z2m1_m2_paths8e4": {"target": "z**2 - 1", "activation": "quad", "m": 2, "eta": 0.1, "steps": 600,
                               "start": 2.9, "n_paths": 80_000, "theory_only": True, "gd_of": "quad_z2m1_m2"},
     "gelu_easyhard_m2_paths8e4": {"target": "z1 + z2**2 - 1", "activation": "gelu", "m": 2, "eta": 0.5,

@@ -118,7 +118,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "paths' own (see above; default: %(default)s)")
     g.add_argument("--path-dtype", choices=("float32", "float64"), default="float32",
                    help="precision of each draw's stored path history; float32 makes a draw "
-                        "1.7-1.8x faster and gave the same outcome on 191 of 192 paired draws; "
+                        "1.6-1.9x faster and gave the same outcome on 191 of 192 paired draws; "
                         "float64 reproduces versions before 0.3.0 (docs/findings.md section 7; "
                         "default: %(default)s)")
     g.add_argument("--workers", type=positive_int("--workers", 256), default=None,

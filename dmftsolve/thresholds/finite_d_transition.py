@@ -134,7 +134,7 @@ class TransitionSettings:
         not depend on it (a draw's steps up to the passage are the same), only the cost.
     path_dtype : {"float32", "float64"}
         Precision of each draw's stored path history (``DMFTSettings.path_dtype``). float32
-        (the default since 0.3.0) makes a draw 1.7–1.8× faster than float64. Its rounding
+        (the default since 0.3.0) makes a draw 1.6–1.9× faster than float64. Its rounding
         flips some of the Stein solve's zero-variance decisions, which moves a draw's
         late-time kernels by about as much as another seed would, but not the curve: on 192
         paired draws (GeLU, ``z² − 1``, m = 1 and 2, d = 2000) 191 had the same outcome and
@@ -674,8 +674,8 @@ def transition(problem: Problem, d: int, deltas: Sequence[float] | None = None, 
     s = TransitionSettings() if settings is None else settings
     if not isinstance(s, TransitionSettings):
         raise ValueError(f"settings must be a TransitionSettings, got {settings!r}")
-    s = resolve_settings(s, problem)
     transition_directions(problem)  # checks the problem before any work
+    s = resolve_settings(s, problem)
     grid = None
     if deltas is not None:
         if isinstance(deltas, (str, bytes)) or not hasattr(deltas, "__iter__"):
