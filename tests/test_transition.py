@@ -226,6 +226,14 @@ def test_workers_do_not_change_the_result() -> None:
         np.testing.assert_array_equal(pa.escape_step, pb.escape_step)
         np.testing.assert_array_equal(pa.final_cosine, pb.final_cosine)
     assert b.settings["workers"] == 2
+    # the adaptive search runs its two batches at once on the pool: the same points
+    kw = {"draws": 2, "seed": 5, "n_paths": 2000, "tol": 0.1, "max_draws": 16, "start": 6.0}
+    a = transition(p, 300, None, settings=TransitionSettings(**kw), throw=False)
+    b = transition(p, 300, None, settings=TransitionSettings(workers=2, **kw), throw=False)
+    assert a.deltas.size >= 6  # past the bracketing: batches placed in pairs
+    assert a.deltas.tolist() == b.deltas.tolist() and a.successes.tolist() == b.successes.tolist()
+    for pa, pb in zip(a.points, b.points, strict=True):
+        np.testing.assert_array_equal(pa.escape_step, pb.escape_step)
 
 
 def test_curvature_excess_counts_the_paths_noise() -> None:

@@ -149,6 +149,27 @@ def test_search_finds_a_known_curve_and_reports_the_ends() -> None:
         search_delta_50(curve, start=0.0, tol=0.1, max_trials=10)
 
 
+def test_search_runs_its_batches_together_with_the_same_outcome() -> None:
+    """``run_batches`` gets the two batches the search places together, and the search is the
+    one ``run_batch`` gives (counts seeded by (δ, batch), as the theory's draws are)."""
+    def curve(x: float, b: int) -> tuple[int, int]:
+        rng = np.random.default_rng([int(round(1000 * x)), b])
+        return int(rng.binomial(8, ndtr((x - 9.0) / 1.5))), 8
+
+    sizes: list[int] = []
+
+    def together(plan: list[tuple[float, int]]) -> list[tuple[int, int]]:
+        sizes.append(len(plan))
+        return [curve(x, b) for x, b in plan]
+
+    one = search_delta_50(curve, start=4.0, tol=0.2, max_trials=3000)
+    two = search_delta_50(curve, start=4.0, tol=0.2, max_trials=3000, run_batches=together)
+    assert one.batches == two.batches and one.delta_50 == two.delta_50
+    assert sizes and set(sizes) == {2}
+    capped = search_delta_50(curve, start=4.0, tol=1e-6, max_trials=100, run_batches=together)
+    assert capped.trials.sum() <= 100 and capped.reason.startswith("max trials (100)")
+
+
 def test_transition_without_a_grid_and_an_unbracketed_grid() -> None:
     """No grid: the search brackets the transition by itself (P = 0 and 1 among its points);
     a grid that does not bracket δ_50 is a NO_ROOT failure that says so (it used to report

@@ -226,7 +226,9 @@ class SearchOutcome:
 
 
 def search_delta_50(run_batch: Callable[[float, int], tuple[int, int]], *, start: float, tol: float,
-                    max_trials: int, label: str = "", progress: bool = False) -> SearchOutcome:
+                    max_trials: int, label: str = "", progress: bool = False,
+                    run_batches: Callable[[list[tuple[float, int]]], list[tuple[int, int]]] | None = None,
+                    ) -> SearchOutcome:
     """Find δ_50 by batches: bracket it from ``start``, then sharpen it to ``tol``.
 
     Parameters
@@ -245,6 +247,11 @@ def search_delta_50(run_batch: Callable[[float, int], tuple[int, int]], *, start
         Prefix of the progress lines.
     progress : bool
         A line on stderr per batch, and the current δ_50 with an estimate of the time left.
+    run_batches : callable, optional
+        ``run_batches([(delta, b), ...]) -> [(successes, trials), ...]``: runs the batches the
+        search places together (the two at ``δ_50 ± 0.8 w``) at once, e.g. on a process pool,
+        so that one batch's slow trials do not leave workers idle. The counts must be those
+        ``run_batch`` would give; the search is the same either way.
 
     Returns
     -------
@@ -257,6 +264,12 @@ def search_delta_50(run_batch: Callable[[float, int], tuple[int, int]], *, start
     ``δ_50 ± 0.8 w`` of the current fit (``w`` the probit width), where a trial informs both
     the location and the width. It stops with a reason when a point at an end of
     :data:`DELTA_RANGE` is still all failures (or all successes).
+
+    Calibration (``validation/investigations/search_calibration.py``, 80 searches against
+    known probit curves, batches of 8): the root-mean-square error of δ_50 was 1.04× the mean
+    reported error on a curve of width 0.6 and 1.22× on one of width 2.4, where stopping
+    once the bootstrap error happens to be small biases it low; with a fixed budget of trials,
+    1.05× and 0.92×.
     """
     if not (math.isfinite(start) and DELTA_RANGE[0] <= start <= DELTA_RANGE[1]):
         raise ValueError(f"start must lie in {list(DELTA_RANGE)}, got {start!r}")
@@ -268,12 +281,17 @@ def search_delta_50(run_batch: Callable[[float, int], tuple[int, int]], *, start
     todo = [_lattice(start)]
     last_n = 0
     while True:
+        plan: list[tuple[float, int]] = []
         for x in todo:
-            if used + max(last_n, 1) > max_trials:
+            if used + (len(plan) + 1) * max(last_n, 1) > max_trials:
                 reason = f"max trials ({max_trials}) spent before the error reached tol"
                 break
-            b = nbatch.get(x, 0)
-            k, n = run_batch(x, b)
+            plan.append((x, nbatch.get(x, 0)))
+        if run_batches is not None and len(plan) > 1:
+            results = list(run_batches(plan))
+        else:
+            results = [run_batch(x, b) for x, b in plan]
+        for (x, b), (k, n) in zip(plan, results, strict=True):
             nbatch[x] = b + 1
             c = counts.setdefault(x, [0, 0])
             c[0] += int(k)

@@ -59,7 +59,7 @@ import dataclasses
 import math
 import time
 from collections.abc import Sequence
-from concurrent.futures import Executor, ProcessPoolExecutor
+from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -626,9 +626,14 @@ def adaptive_search(problem: Problem, d: int, settings: TransitionSettings, *,
         batches.setdefault(x, []).append(pt)
         return pt.successes, pt.draws
 
+    def run_batches(plan: list[tuple[float, int]]) -> list[tuple[int, int]]:
+        # the search's two batches at once: one thread each hands its draws to the shared pool
+        with ThreadPoolExecutor(len(plan)) as threads:
+            return list(threads.map(lambda xb: run_batch(*xb), plan))
+
     out = search_delta_50(run_batch, start=6.0 if settings.start is None else float(settings.start),
                           tol=settings.tol, max_trials=settings.max_draws, label=f"[transition d={d}] ",
-                          progress=progress)
+                          progress=progress, run_batches=run_batches if executor is not None else None)
     return [_pool(batches[x]) for x in sorted(batches)], out.reason
 
 
