@@ -52,7 +52,8 @@ def test_batched_fit_solves_the_score_equations() -> None:
     h = 1e-5
     for i in range(k.shape[0]):
         g_mu = (_nll(x, k[i], n, mu[i] + h, w[i]) - _nll(x, k[i], n, mu[i] - h, w[i])) / (2 * h)
-        g_w = (_nll(x, k[i], n, mu[i], w[i] * math.exp(h)) - _nll(x, k[i], n, mu[i], w[i] * math.exp(-h))) / (2 * h)
+        up, down = w[i] * math.exp(h), w[i] * math.exp(-h)
+        g_w = (_nll(x, k[i], n, mu[i], up) - _nll(x, k[i], n, mu[i], down)) / (2 * h)
         assert abs(g_mu) < 1e-4 and abs(g_w) < 1e-4, (i, g_mu, g_w)
 
 
