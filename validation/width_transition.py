@@ -108,6 +108,10 @@ CASES: dict[str, dict[str, Any]] = {
     "quad_z2m1_m2_eta05_paths8e4": {"target": "z**2 - 1", "activation": "quad", "m": 2, "eta": 0.05,
                                     "steps": 600, "start": 2.8, "n_paths": 80_000, "theory_only": True,
                                     "gd_of": "quad_z2m1_m2_eta05"},
+    # r² at width 3 with a step GD survives (at η = 0.1, quad_z2m1_m3, GD diverged in 8 of 16
+    # trials at δ = 4, investigations/r2_divergence.py)
+    "quad_z2m1_m3_eta05": {"target": "z**2 - 1", "activation": "quad", "m": 3, "eta": 0.05, "steps": 600,
+                           "start": 2.2, "paths_per_sample": 4},
 }
 
 
