@@ -11,8 +11,8 @@ from types import ModuleType
 def test_tiny_calibration_rows(load_validation: Callable[[str], ModuleType]) -> None:
     mod = load_validation("search_calibration")
     rows = mod.main(["--tiny"])["rows"]
-    assert [(r["curve"], r["stop"]) for r in rows] == [("narrow", "tol"), ("narrow", "budget"),
-                                                       ("wide", "tol"), ("wide", "budget")]
+    assert [(r["curve"], r["stop"]) for r in rows] == [(c, s) for c in ("narrow", "benchmark", "wide")
+                                                       for s in ("tol", "budget")]
     for r in rows:
         assert r["runs"] == 3
         if r["stop"] == "tol":

@@ -37,8 +37,8 @@ Without --delta the transition is found by itself: batches of --draws draws
 bracket it from --start (stepping delta by a factor 1.4), then go where they
 inform the probit fit most (delta_50 +- 0.8 w), until the error of delta_50 is at
 most --tol (or --max-draws are spent); the two batches placed there run at once.
-On a wide curve (probit width w above 2) the true error of a searched delta_50 is
-about 1.2x the printed one (docs/accuracy.md). With --delta the draws run on that
+Against known curves the true error of a searched delta_50 was 1.0-1.35x the
+printed one (docs/accuracy.md). With --delta the draws run on that
 grid.
 
 How: each draw is one unrestricted DMFT run started at the overlaps M_0 = X/sqrt(d)

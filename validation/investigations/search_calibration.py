@@ -26,8 +26,9 @@ from dmftsolve.thresholds.delta50 import search_delta_50
 OUT = Path(__file__).resolve().parent / "results"
 
 #: (name, δ_50, w, tol, fixed budget of trials): a narrow curve like GeLU on ``z² − 1`` at
-#: d = 1000 (w ≈ 0.7) and a wide one like the theory's on ``z²`` (w ≈ 2.4).
-CURVES = [("narrow", 7.0, 0.6, 0.15, 64), ("wide", 11.0, 2.4, 0.15, 512)]
+#: d = 1000 (w ≈ 0.7), the benchmark's (``benchmarks/bench_transition.py``: d = 2000) and a
+#: wide one like the theory's on ``z²`` (w ≈ 2.4).
+CURVES = [("narrow", 7.0, 0.6, 0.15, 64), ("benchmark", 7.3, 0.8, 0.15, 96), ("wide", 11.0, 2.4, 0.15, 512)]
 
 
 def run_curve(mu: float, w: float, tol: float, budget: int, runs: int, stop: str) -> dict:
