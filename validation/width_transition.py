@@ -112,6 +112,12 @@ CASES: dict[str, dict[str, Any]] = {
     # trials at δ = 4, investigations/r2_divergence.py)
     "quad_z2m1_m3_eta05": {"target": "z**2 - 1", "activation": "quad", "m": 3, "eta": 0.05, "steps": 600,
                            "start": 2.2, "paths_per_sample": 4},
+    "quad_z2m1_m4_eta05": {"target": "z**2 - 1", "activation": "quad", "m": 4, "eta": 0.05, "steps": 600,
+                           "start": 1.8, "paths_per_sample": 4},
+    # at η = 0.05 GD still diverged at width 4 (17 of 20 trials at δ = 1.3, 4 of 20 at 1.8):
+    # half the step, twice the steps (the same η·T = 30)
+    "quad_z2m1_m4_eta025": {"target": "z**2 - 1", "activation": "quad", "m": 4, "eta": 0.025, "steps": 1200,
+                            "start": 1.8, "paths_per_sample": 4},
 }
 
 

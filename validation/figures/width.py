@@ -3,8 +3,11 @@
 Reads ``validation/results/width_transition.json`` (written by ``validation/width_transition.py``;
 both sides by the same self-bracketing search and success criterion, refitted with
 ``probit_fit(shrink="fit")``) and draws δ_50 ± error against m = 1–4 for the GeLU (η = 0.5,
-400 steps) and r² (η = 0.1, 600 steps) neurons, second-layer weights 1. A point that was not
-run is left out; the table under the figure in ``docs/results.md`` lists the same numbers.
+400 steps) and r² neurons, second-layer weights 1. The r² points use a step GD survives at
+each width (η = 0.1 and 600 steps at m = 1; 0.05 and 600 at m = 2–3; 0.025 and 1200 at m = 4):
+at η = 0.1, GD diverges at widths 2–4 (``docs/findings.md`` §10.1). A hollow marker is a
+search with failed DMFT draws or diverged GD trials. A point that was not run is left out;
+the table under the figure in ``docs/results.md`` lists the same numbers.
 
 Run: ``python validation/figures/width.py [--out validation/results/figures/width.png]``.
 """
@@ -23,29 +26,36 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 JSON = ROOT / "results" / "width_transition.json"
 OUT = ROOT / "results" / "figures" / "width.png"
-SERIES = {"gelu": ("GeLU, η = 0.5, T = 400", "gelu_z2m1_m{m}"),
-          "quad": ("r², η = 0.1, T = 600", "quad_z2m1_m{m}")}
+SERIES: dict[str, tuple[str, dict[int, str]]] = {
+    "gelu": ("GeLU, η = 0.5, T = 400", {m: f"gelu_z2m1_m{m}" for m in range(1, 5)}),
+    "quad": ("r², η·T = 60 (m = 1), 30 (m ≥ 2)", {1: "quad_z2m1_m1", 2: "quad_z2m1_m2_eta05",
+                                                  3: "quad_z2m1_m3_eta05", 4: "quad_z2m1_m4_eta025"}),
+}
 
 
 #: One GeLU neuron at d = 1000 by the same criterion from the earlier grid runs, where the width
 #: search did not run it: GD (40 trials per δ, ``validation/results/gd_transition_counts.md``)
 #: and the theory (paired weights, 16 draws per δ, ``validation/results/transition_vs_simulation.md``).
-REFERENCE = {("gelu_z2m1_m{m}", "gd"): (6.89, 0.07), ("gelu_z2m1_m{m}", "theory"): (6.88, 0.14)}
+REFERENCE = {("gelu_z2m1_m1", "gd"): (6.89, 0.07), ("gelu_z2m1_m1", "theory"): (6.88, 0.14)}
 
 
-def points(data: dict[str, Any], fmt: str, side: str, d: int = 1000) -> list[tuple[int, float, float]]:
-    """``(m, δ_50, error)`` for m = 1–4 where ``side`` ("gd" or "theory") was run (m = 1 of the
-    GeLU series from :data:`REFERENCE` when the search did not run it)."""
+def points(data: dict[str, Any], cases: dict[int, str], side: str,
+           d: int = 1000) -> list[tuple[int, float, float, bool]]:
+    """``(m, δ_50, error, clean)`` for m = 1–4 where ``side`` ("gd" or "theory") was run (m = 1
+    of the GeLU series from :data:`REFERENCE` when the search did not run it); ``clean`` is
+    False for a search with failed DMFT draws or diverged GD trials."""
     sys.path.insert(0, str(ROOT))
     from width_transition import _refit  # the one error model of the report
 
     out = []
-    for m in range(1, 5):
-        v = _refit(data.get(f"{fmt.format(m=m)}|{d}|{side}"))
+    for m, case in sorted(cases.items()):
+        raw = data.get(f"{case}|{d}|{side}")
+        v = _refit(raw)
         if v is not None and math.isfinite(v["delta_50"]):
-            out.append((m, float(v["delta_50"]), float(v["err"])))
-        elif m == 1 and (fmt, side) in REFERENCE and d == 1000:
-            out.append((1, *REFERENCE[(fmt, side)]))
+            bad = sum((raw.get("failed_draws") or {}).values()) + sum((raw.get("diverged") or {}).values())
+            out.append((m, float(v["delta_50"]), float(v["err"]), bad == 0))
+        elif (case, side) in REFERENCE and d == 1000:
+            out.append((m, *REFERENCE[(case, side)], True))
     return out
 
 
@@ -56,20 +66,24 @@ def draw(data: dict[str, Any], out: Path) -> Path:
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 2, figsize=(8.0, 3.4), sharey=False)
-    for ax, (_, (title, fmt)) in zip(axes, SERIES.items(), strict=True):
+    for ax, (_, (title, cases)) in zip(axes, SERIES.items(), strict=True):
         for side, marker, colour, label in (("gd", "s", "C1", "GD (float32)"),
                                             ("theory", "o", "C0", "theory (dmftsolve transition)")):
-            pts = points(data, fmt, side)
+            pts = points(data, cases, side)
             if pts:
-                m, y, e = (np.array(c) for c in zip(*pts, strict=True))
-                shift = -0.06 if side == "gd" else 0.06
-                ax.errorbar(m + shift, y, e, fmt=marker + "-", color=colour, capsize=2, label=label)
+                m, y, e, clean = (np.array(c) for c in zip(*pts, strict=True))
+                x = m + (-0.06 if side == "gd" else 0.06)
+                ax.errorbar(x, y, e, fmt=marker + "-", color=colour, capsize=2, label=label)
+                if not clean.all():  # hollow: failed draws or diverged trials
+                    ax.plot(x[~clean], y[~clean], marker, mfc="white", mec=colour, ms=6, zorder=3)
         ax.set_xticks([1, 2, 3, 4])
         ax.set_xlabel("hidden units m (second-layer weights 1)")
         ax.set_ylabel("δ_50 (50 % success by step T)")
-        ax.set_title(f"Width and the transition: {title}, y = z² − 1, d = 1000", fontsize=8)
+        ax.set_title(f"Width and the transition: {title}\ny = z² − 1, d = 1000", fontsize=8)
         ax.set_ylim(bottom=0)
     axes[0].legend(fontsize=7, loc="lower left", frameon=False)
+    axes[1].text(0.98, 0.98, "hollow: a search with failed draws\nor diverged GD trials",
+                 transform=axes[1].transAxes, ha="right", va="top", fontsize=6)
     fig.tight_layout()
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=120)
