@@ -251,10 +251,15 @@ def test_width_figure_from_a_small_json(tmp_path, load_validation) -> None:  # n
     (tmp_path / "w.json").write_text(json.dumps(data))
     out = mod.main(["--json", str(tmp_path / "w.json"), "--out", str(tmp_path / "w.png")])
     assert out.stat().st_size > 1000
-    pts = mod.points(data, "gelu_z2m1_m{m}", "gd")
-    assert [p[0] for p in pts] == [1, 2] and 2.5 < pts[1][1] < 3.5 and pts[1][2] > 0
-    assert pts[0] == (1, *mod.REFERENCE[("gelu_z2m1_m{m}", "gd")])  # m = 1 from the grid runs
-    assert mod.points(data, "quad_z2m1_m{m}", "gd") == []
+    gelu, quad = mod.SERIES["gelu"][1], mod.SERIES["quad"][1]
+    pts = mod.points(data, gelu, "gd")
+    assert [p[0] for p in pts] == [1, 2] and 2.5 < pts[1][1] < 3.5 and pts[1][2] > 0 and pts[1][3]
+    assert pts[0] == (1, *mod.REFERENCE[("gelu_z2m1_m1", "gd")], True)  # m = 1 from the grid runs
+    assert mod.points(data, quad, "gd") == []
+    # the r² series takes each width's stable-step case, and a search with failed draws is
+    # marked (drawn hollow)
+    data[f"{quad[4]}|1000|theory"] = {**counts, "failed_draws": {"3": 1}}
+    assert [(p[0], p[3]) for p in mod.points(data, quad, "theory")] == [(1, True), (4, False)]
 
 
 def test_cli_transition_sim_file_is_checked_before_any_work(tmp_path, capsys) -> None:  # noqa: ANN001
