@@ -319,3 +319,24 @@ def test_width_transition_report_marks_failed_draws_and_diverged_trials(load_val
             if line.startswith(f"| {case} |")}
     assert "(12) ‡3" in rows["1000"] and "(12) †3" in rows["1000"] and "n/a (†)" in rows["1000"]
     assert "‡" not in rows["2000"] and "†" not in rows["2000"]
+
+
+def test_stored_searches_are_skipped_unless_redo(tmp_path, load_validation, monkeypatch, capsys) -> None:  # noqa: ANN001
+    """A stored (case, d, side) is not run again, and says so; ``--redo`` runs and replaces it."""
+    mod = load_validation("width_transition")
+    stored: dict = {"gelu_z2m1_m2|1000|gd": {"delta_50": 3.3}}
+    ran: list[str] = []
+    monkeypatch.setattr(mod, "_load", lambda: dict(stored))
+    monkeypatch.setattr(mod, "_store", lambda key, v: stored.__setitem__(key, v))
+    monkeypatch.setattr(mod, "OUT", tmp_path)
+    monkeypatch.setattr(mod, "report", lambda data: "report\n")
+
+    def fake_gd(case, d, **kw):  # noqa: ANN001, ANN003, ANN202
+        ran.append(f"{case}|{d}")
+        return {"delta_50": 3.4, "err": 0.1, "seconds": 0.0}
+
+    monkeypatch.setattr(mod, "gd_search", fake_gd)
+    mod.main(["--side", "gd", "--only", "gelu_z2m1_m2", "--ds", "1000"])
+    assert ran == [] and "stored, skipped (--redo runs it again)" in capsys.readouterr().out
+    mod.main(["--side", "gd", "--only", "gelu_z2m1_m2", "--ds", "1000", "--redo"])
+    assert ran == ["gelu_z2m1_m2|1000"] and stored["gelu_z2m1_m2|1000|gd"]["delta_50"] == 3.4

@@ -18,7 +18,8 @@ after each finished search; finished searches are skipped) and summarised in
     python validation/width_transition.py --side gd --ds 1000
     python validation/width_transition.py --report
 
-``--only NAME,...`` selects cases; ``--tiny`` runs a small configuration (the test).
+``--only NAME,...`` selects cases; a (case, d, side) already stored is skipped unless ``--redo``;
+``--tiny`` runs a small configuration (the test).
 """
 
 from __future__ import annotations
@@ -339,6 +340,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--report", action="store_true", help="only rewrite the markdown from the JSON")
     ap.add_argument("--tiny", action="store_true", help="a small configuration, not stored (the test)")
     ap.add_argument("--max-draws", type=int, default=160, help="theory: the most draws a search spends")
+    ap.add_argument("--redo", action="store_true",
+                    help="run the selected searches again and replace their stored results (by default a "
+                         "(case, d, side) already in the JSON is skipped)")
     ap.add_argument("--workers", type=int, default=1,
                     help="theory: processes for a batch's draws (the result does not depend on it)")
     a = ap.parse_args(argv)
@@ -358,7 +362,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 for d in ds:
                     for side in (("theory", "gd") if a.side == "both" else (a.side,)):
                         key = f"{case}|{d}|{side}"
-                        if key in _load() or (side == "gd" and CASES[case].get("theory_only")):
+                        if side == "gd" and CASES[case].get("theory_only"):
+                            continue
+                        if key in _load() and not a.redo:
+                            print(f"{key}: stored, skipped (--redo runs it again)", flush=True)
                             continue
                         if side == "theory":
                             v = theory_search(case, d, tol=a.tol or 0.15, max_draws=a.max_draws, seed=a.seed,
