@@ -19,4 +19,6 @@ def test_tiny_calibration_rows(load_validation: Callable[[str], ModuleType]) -> 
             assert r["mean_reported_se"] <= r["tol"]
         else:
             assert r["budget"] - 8 < r["median_trials"] <= r["budget"]
-        assert abs(r["bias"]) < 4 * r["w"]  # a search that lost the curve would be far off
+        # mean error of 3 searches: the committed 80-search table has rmse ≤ 0.18 per search,
+        # so 0.6 is about 6 standard errors of a mean of 3; a search that lost the curve misses it
+        assert abs(r["bias"]) < 0.6

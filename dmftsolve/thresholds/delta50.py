@@ -70,8 +70,9 @@ def _probit_mle_many(x: np.ndarray, k: np.ndarray, n: np.ndarray, start: tuple[f
     :func:`_probit_mle` are refitted by it, so every row gets the same answer
     :func:`_probit_mle` gives, up to its tolerance, or a better one: Nelder–Mead can stop
     on a flat ridge far from the maximum (seen: −log L 38.7 where the maximum is 14.5, three
-    points with 0/14, 2/40, 5/9), where Newton on the concave form cannot. (No vectorised probit MLE exists in
-    scipy or statsmodels; one fit at a time cost the bootstrap of :func:`probit_fit` 0.5 s.)
+    points with 0/14, 2/40, 5/9), where Newton on the concave form cannot. (scipy has no probit
+    fit and statsmodels' ``Probit`` fits one data set at a time; one Nelder–Mead fit per
+    resample cost the bootstrap of :func:`probit_fit` about 0.5 s.)
     """
     c = 0.5 * (x.max() + x.min())
     s = max(0.5 * float(x.max() - x.min()), 1e-9)

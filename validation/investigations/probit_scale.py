@@ -40,16 +40,18 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--counts", default=str(COUNTS), help="GD counts JSON (gd_transition_counts.py)")
     ap.add_argument("--out", default=str(HERE / "results" / "probit_scale"), help="output stem (.md)")
     a = ap.parse_args(argv)
-    data = json.loads(Path(a.counts).read_text())
+    try:
+        summary = json.loads(Path(a.counts).read_text())["summary"]
+        curves = {key: (np.array([p["delta"] for p in summ["rows"]], float),
+                        np.array([p["successes"] for p in summ["rows"]], float),
+                        np.array([p["trials"] for p in summ["rows"]], float))
+                  for key, summ in summary.items()}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        ap.error(f"--counts {a.counts!r}: not a GD counts JSON with a 'summary' of rows "
+                 f"({type(exc).__name__}: {exc})")
     rows = []
-    for key, summ in data["summary"].items():
-        pts = summ["rows"]
-        if len(pts) < 3:
-            continue
-        x = np.array([p["delta"] for p in pts], float)
-        k = np.array([p["successes"] for p in pts], float)
-        n = np.array([p["trials"] for p in pts], float)
-        if np.all(k == 0) or np.all(k == n):
+    for key, (x, k, n) in curves.items():
+        if x.size < 3 or np.all(k == 0) or np.all(k == n):
             continue
         mu, w, ll = fit(x, k, n)
         lmu, lw, lll = fit(np.log(x), k, n)

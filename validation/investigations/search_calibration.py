@@ -61,6 +61,8 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--runs", type=int, default=60)
     ap.add_argument("--tiny", action="store_true", help="3 runs per row, nothing written (the test)")
     a = ap.parse_args(argv)
+    if a.runs < 2:
+        ap.error(f"--runs must be at least 2 (an error needs two searches), got {a.runs}")
     runs = 3 if a.tiny else a.runs
     rows = []
     for name, mu, w, tol, budget in CURVES:
