@@ -60,10 +60,24 @@ def test_problem_defaults_are_the_common_ones(command: str, activation: str) -> 
     problem = problem_from_args(args)
     want_eta = ETA_BY_ACTIVATION["quad"] if activation in ("quad", "r**2") else DEFAULT_ETA
     assert problem.training.eta == pytest.approx(want_eta)
-    assert args.target == PROBLEM_DEFAULTS["target"] == "z**2"
+    assert args.target == PROBLEM_DEFAULTS["target"] == "z**2 - 1"
     assert problem.m == PROBLEM_DEFAULTS["m"]
     if command != "spectrum":  # spectrum runs exactly --t steps (its --steps is unused)
         assert problem.training.steps == PROBLEM_DEFAULTS["steps"]
+
+
+@pytest.mark.parametrize("command", ["alg-threshold", *_problem_commands()])
+def test_every_command_has_the_one_default_target(command: str) -> None:
+    """alg-threshold takes no network, but its target is the same default (it was ``z**2``
+    there while the problem commands had moved on)."""
+    assert _parse(command).target == PROBLEM_DEFAULTS["target"]
+
+
+def test_the_transition_search_defaults_agree() -> None:
+    """``dmftsolve transition`` and :class:`TransitionSettings` stop at the same error."""
+    from dmftsolve.thresholds.finite_d_transition import TransitionSettings
+
+    assert _parse("transition").tol == TransitionSettings().tol == 0.15
 
 
 def test_the_defaults_are_the_documented_ones() -> None:

@@ -119,6 +119,9 @@ CASES: dict[str, dict[str, Any]] = {
     # half the step, twice the steps (the same η·T = 30)
     "quad_z2m1_m4_eta025": {"target": "z**2 - 1", "activation": "quad", "m": 4, "eta": 0.025, "steps": 1200,
                             "start": 1.8, "paths_per_sample": 4},
+    # width 3 at the same stable step (at η = 0.05 GD diverged in 2 of 20 trials at δ = 1.55)
+    "quad_z2m1_m3_eta025": {"target": "z**2 - 1", "activation": "quad", "m": 3, "eta": 0.025, "steps": 1200,
+                            "start": 2.0, "paths_per_sample": 4},
 }
 
 

@@ -123,7 +123,7 @@ def _matrix(text: str) -> list[list[float]]:
 #: 400 steps is the horizon of the success criterion ("cosine above 1/2 by step 400") of the
 #: transition, the GD checks and the results table (docs/results.md).
 PROBLEM_DEFAULTS: dict[str, Any] = {
-    "target": "z**2", "activation": "gelu", "m": 1, "loss": "square", "lam": 0.0, "steps": 400,
+    "target": "z**2 - 1", "activation": "gelu", "m": 1, "loss": "square", "lam": 0.0, "steps": 400,
     "q0": 1.0,
 }
 

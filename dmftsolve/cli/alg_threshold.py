@@ -8,6 +8,7 @@ import sys
 from typing import Any
 
 from dmftsolve.cli._common import (
+    PROBLEM_DEFAULTS,
     add_output_arguments,
     add_progress_argument,
     add_seed_argument,
@@ -33,7 +34,7 @@ def register(subparsers: Any) -> None:
         "alg-threshold", help="weak-recovery threshold δ_alg of a target",
         description=_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--target", default="z**2",
+    p.add_argument("--target", default=PROBLEM_DEFAULTS["target"],
                    help="link y = h(z, eps) as a sympy expression in z (k=1) or z1..zk, with eps "
                         "standard Gaussian noise, e.g. 'z**2', 'abs(z)', 'sign(z1*z2)', "
                         "'z**2 + 0.5*eps' (default: %(default)s)")

@@ -34,7 +34,7 @@ from dmftsolve.cli._common import (
 )
 
 #: Defaults of the headline job beyond the common problem defaults (``_common.PROBLEM_DEFAULTS``:
-#: GeLU on z**2, η = 0.5, 400 steps, seed 0).
+#: GeLU on z**2 - 1, η = 0.5, 400 steps, seed 0).
 DEFAULTS: dict[str, Any] = {
     "d": 300, "delta": [4.0, 8.0, 12.0, 16.0], "trials": 10, "record_every": 10,
 }

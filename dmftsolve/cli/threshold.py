@@ -41,7 +41,7 @@ of the final bracket are evaluated. delta_alg is printed beside it.
              T = --long-time; status not_converged if the brackets disagree;
 --t tti      the time-translation-invariant fixed point (valid only where GD
              reaches the fixed point's proximal branch, see docs/findings.md).
-             Not fast: for the default problem the first evaluation (delta=2)
+             Not fast: for GeLU on z**2 the first evaluation (delta=2)
              alone took 140 s of CPU and ended not_converged (measured).
 
 The Monte Carlo error of delta_NN is measured, not guessed: --replicates R

@@ -80,8 +80,8 @@ with d). Draws run on --workers processes.
 simulate` runs); their probit delta_50 is printed beside the theory's.
 
 Examples:
-  dmftsolve transition                                      # GeLU on z**2, d = 1000
-  dmftsolve transition --target "z**2 - 1" --d 2000 --tol 0.3
+  dmftsolve transition                                      # GeLU on z**2 - 1, d = 1000
+  dmftsolve transition --target "z**2" --tol 0.3            # the uncentred label: a wider curve
   dmftsolve transition --m 2 --d 1000 --start 3.5
   dmftsolve transition --target "z**2 - 1" --d 1000 --delta 5.5,6,6.5,7,7.5,8.5 --draws 16
 """
@@ -100,7 +100,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "the adaptive search)")
     g.add_argument("--draws", type=positive_int("--draws", 10**5), default=8,
                    help="DMFT draws per delta on a grid, or per batch of the search (default: %(default)s)")
-    g.add_argument("--tol", type=finite_float, default=0.3,
+    g.add_argument("--tol", type=finite_float, default=0.15,
                    help="search: stop once the error of delta_50 is at most this (default: %(default)s)")
     g.add_argument("--max-draws", type=positive_int("--max-draws", 10**5), default=400,
                    help="search: draws at most (default: %(default)s)")

@@ -152,7 +152,7 @@ class TransitionSettings:
     workers: int = 1
     paths_per_sample: float | None = None
     force_weights: str = "paired"
-    tol: float = 0.3
+    tol: float = 0.15
     max_draws: int = 400
     start: float | None = None
     stop_at_passage: bool = True
