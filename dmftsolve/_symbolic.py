@@ -580,6 +580,63 @@ def compile_expression(expr: sp.Expr, variables: Sequence[sp.Symbol]) -> Callabl
     return compiled
 
 
+def compile_expressions(exprs: Sequence[sp.Expr], variables: Sequence[sp.Symbol]
+                        ) -> Callable[..., tuple[np.ndarray, ...]]:
+    """Compile several expressions of the same ``variables`` into one numpy function.
+
+    The expressions share their common subexpressions (``sympy.lambdify(..., cse=True)``):
+    the GeLU ``σ`` and ``σ'`` evaluate ``erf`` once instead of twice. Each output is what
+    :func:`compile_expression` of that expression returns (a float array of the broadcast
+    shape, never a view of an argument); complex values are refused the same way.
+
+    Parameters
+    ----------
+    exprs : sequence of sympy.Expr
+        The expressions, in the order of the outputs.
+    variables : sequence of sympy.Symbol
+        The arguments of the compiled function, in order.
+
+    Returns
+    -------
+    callable
+        ``f(*arrays)`` returning a tuple of ``len(exprs)`` arrays; ``f.exprs`` holds the
+        compiled expressions.
+
+    Examples
+    --------
+    >>> import numpy as np, sympy as sp
+    >>> r = sp.Symbol("r")
+    >>> f = compile_expressions([r**2, 2*r], [r])
+    >>> [a.tolist() for a in f(np.array([1.0, 3.0]))]
+    [[1.0, 9.0], [2.0, 6.0]]
+    """
+    exprs = [_drop_distributions(_as_expr(e)) for e in exprs]
+    try:
+        raw = sp.lambdify(list(variables), exprs, modules=_MODULES, cse=True)
+    except (RecursionError, MemoryError, SyntaxError) as exc:
+        raise ValueError(f"expressions {_echo(str(exprs))} are too large to compile "
+                         f"({type(exc).__name__}); use shorter expressions") from None
+
+    def compiled(*args: np.ndarray) -> tuple[np.ndarray, ...]:
+        arrays = [np.asarray(a, dtype=float) for a in args]
+        shape = np.broadcast_shapes(*(a.shape for a in arrays))
+        with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+            outs = raw(*arrays)
+        result = []
+        for e, o in zip(exprs, outs, strict=True):
+            if np.iscomplexobj(o):
+                raise ValueError(f"expression {_echo(str(e))} takes complex values; "
+                                 "only real-valued expressions are allowed")
+            o = np.asarray(o, dtype=float)
+            if o.shape != shape or any(np.may_share_memory(o, a) for a in (*arrays, *result)):
+                o = np.broadcast_to(o, shape).copy()
+            result.append(o)
+        return tuple(result)
+
+    compiled.exprs = exprs  # type: ignore[attr-defined]
+    return compiled
+
+
 def expression_size(expr: sp.Expr, limit: int | None = None) -> int:
     """Number of nodes of ``expr``'s tree (counting stops just past ``limit``)."""
     n = 0

@@ -36,7 +36,13 @@ from typing import Any, Literal
 import numpy as np
 import sympy as sp
 
-from dmftsolve._symbolic import compile_expression, derivatives, expression_names, parse_expression
+from dmftsolve._symbolic import (
+    compile_expression,
+    compile_expressions,
+    derivatives,
+    expression_names,
+    parse_expression,
+)
 from dmftsolve.activations import NAMED_ACTIVATIONS, R
 from dmftsolve.losses import NAMED_LOSSES, F, Y
 
@@ -604,6 +610,16 @@ class Network(_Frozen):
         """``σ^{(order)}(r)`` elementwise, ``order`` in 0…3."""
         return self._sigma[order](r)
 
+    @cached_property
+    def _sigma_pair(self):
+        exprs = derivatives(self.sympy_expr, R, 1, parameter="activation")[:2]
+        return compile_expressions(exprs, [R])
+
+    def sigma_and_derivative(self, r: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(σ(r), σ'(r))`` elementwise from one evaluation of their common subexpressions
+        (the same values as :meth:`sigma` of orders 0 and 1)."""
+        return self._sigma_pair(r)
+
     @property
     def a_array(self) -> np.ndarray:
         return np.asarray(self.a, dtype=float)
@@ -672,6 +688,16 @@ class Loss(_Frozen):
     def __call__(self, y: np.ndarray, f: np.ndarray, order: int = 0) -> np.ndarray:
         """``∂^order loss / ∂f^order`` at ``(y, f)``, ``order`` in 0…3."""
         return self._derivs[order](y, f)
+
+    @cached_property
+    def _value_pair(self):
+        exprs = derivatives(self.sympy_expr, F, 1, parameter="loss")[:2]
+        return compile_expressions(exprs, [Y, F])
+
+    def value_and_derivative(self, y: np.ndarray, f: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(loss, ∂loss/∂f)`` at ``(y, f)`` from one evaluation (the same values as orders 0
+        and 1 of the call)."""
+        return self._value_pair(y, f)
 
 
 # --------------------------------------------------------------------------- training
@@ -1104,8 +1130,9 @@ class Problem(_Frozen):
         :meth:`loss_value` and :meth:`grad` give apart), shapes ``(...)`` and ``(..., m)``."""
         V = self._check_V(V)
         a = self.network.a_array
-        f = self.network.sigma(V) @ a
-        return self.loss(y, f), self.loss(y, f, 1)[..., None] * a * self.network.sigma(V, 1)
+        s0, s1 = self.network.sigma_and_derivative(V)
+        value, lf = self.loss.value_and_derivative(y, s0 @ a)
+        return value, lf[..., None] * a * s1
 
     def hess(self, y: np.ndarray, V: np.ndarray) -> np.ndarray:
         """``D = ∇²_V ℓ(y, V)``, shape ``(..., m, m)``, symmetric."""

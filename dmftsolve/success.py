@@ -57,7 +57,12 @@ def direction_projections(M: np.ndarray, G: np.ndarray) -> np.ndarray:
         raise ValueError(f"M must be (B, k, m) and G (B, m, m), got shapes {M.shape} and {G.shape}")
     out = np.full(M.shape[:2], np.nan)
     finite = np.isfinite(M).all(axis=(1, 2)) & np.isfinite(G).all(axis=(1, 2))
-    if finite.any():
+    if finite.any() and M.shape[2] == 1:  # one neuron: ‖P_w θ*_j‖ = |M_j| / ‖w‖, no eigh
+        Mf, Gs = M[finite][:, :, 0], G[finite][:, 0, 0]
+        keep = Gs > 1e-12 * np.maximum(Gs, 1e-300)
+        inv = np.where(keep, 1.0 / np.where(keep, Gs, 1.0), 0.0)
+        out[finite] = np.sqrt(np.clip(Mf * inv[:, None] * Mf, 0.0, 1.0))
+    elif finite.any():
         Mf, Gf = M[finite], G[finite]
         w, U = np.linalg.eigh(0.5 * (Gf + np.swapaxes(Gf, 1, 2)))
         scale = np.maximum(w.max(axis=1, initial=0.0), 1e-300)

@@ -7,6 +7,7 @@ import pickle
 
 import numpy as np
 import pytest
+import sympy as sp
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -232,13 +233,35 @@ def test_random_valid_problems_build_and_round_trip(
     assert np.all(np.isfinite(p.hess(y, V)))
 
 
-def test_loss_and_grad_is_loss_value_and_grad() -> None:
-    """One evaluation gives what loss_value and grad give apart (width 2, GeLU and r²)."""
+@pytest.mark.parametrize("act", ["gelu", "quad", "relu", "tanh", "r", "exp(r)", "erf(r)"])
+@pytest.mark.parametrize("loss", ["square", "logistic", "(y - f)**4/4"])
+def test_loss_and_grad_is_loss_value_and_grad(act: str, loss: str) -> None:
+    """One evaluation (σ, σ' and ℓ, ℓ' each compiled together, sharing subexpressions) gives
+    what loss_value and grad give apart, order by order (width 2)."""
     rng = np.random.default_rng(0)
-    V, y = rng.standard_normal((50, 2)), rng.standard_normal(50)
-    for act in ("gelu", "quad"):
-        p = Problem.build(target="z**2 - 1", activation=act, m=2)
-        lv, g = p.loss_and_grad(y, V)
-        np.testing.assert_array_equal(lv, p.loss_value(y, V))
-        np.testing.assert_array_equal(g, p.grad(y, V))
-        assert lv.shape == (50,) and g.shape == (50, 2)
+    V = rng.standard_normal((50, 2))
+    y = rng.choice([-1.0, 1.0], size=50) if loss == "logistic" else rng.standard_normal(50)
+    p = Problem.build(target="z**2 - 1", activation=act, loss=loss, m=2)
+    lv, g = p.loss_and_grad(y, V)
+    np.testing.assert_allclose(lv, p.loss_value(y, V), rtol=1e-14, atol=0)
+    np.testing.assert_allclose(g, p.grad(y, V), rtol=1e-14, atol=1e-300)
+    assert lv.shape == (50,) and g.shape == (50, 2)
+    s0, s1 = p.network.sigma_and_derivative(V)
+    np.testing.assert_allclose(s0, p.network.sigma(V), rtol=1e-14, atol=0)
+    np.testing.assert_allclose(s1, p.network.sigma(V, 1), rtol=1e-14, atol=0)
+
+
+def test_joint_compilation_returns_fresh_arrays() -> None:
+    """σ = r returns its argument and σ = exp(r) the same array twice; the caller must still
+    get arrays of the broadcast shape it may write to without touching the input or each other."""
+    from dmftsolve._symbolic import compile_expressions
+    from dmftsolve.activations import R
+
+    r = np.linspace(-1.0, 1.0, 7)
+    for exprs in ([R, 1], [R**2, 2 * R], [np.e**R, np.e**R]):
+        outs = compile_expressions(exprs, [R])(r)
+        assert all(o.shape == r.shape and o.dtype == float for o in outs)
+        assert not any(np.may_share_memory(o, r) for o in outs)
+        assert not np.may_share_memory(outs[0], outs[1])
+    with pytest.raises(ValueError, match="complex"):
+        compile_expressions([R, sp.I * R], [R])(r)

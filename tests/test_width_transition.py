@@ -53,6 +53,8 @@ def test_success_statistic_is_the_smallest_hard_projection() -> None:
     assert float(success_statistic(M, G, [0, 1])) == pytest.approx(0.3)
     assert float(success_statistic(M, G, [0])) == pytest.approx(0.6)
     assert math.isnan(direction_projections(np.array([[np.nan]]), np.array([[1.0]]))[0])
+    assert direction_projections(np.zeros((1, 1)), np.zeros((1, 1)))[0] == 0.0  # W = 0
+    assert direction_projections(np.zeros((1, 2)), np.zeros((2, 2)))[0] == 0.0
     with pytest.raises(ValueError, match="at least one"):
         success_statistic(M, G, [])
 

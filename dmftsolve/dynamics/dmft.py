@@ -616,6 +616,11 @@ def largest_cosines(M: np.ndarray, Q: np.ndarray) -> np.ndarray:
         if finite.any():
             out[finite] = largest_cosines(M[finite], Q[finite])
         return out
+    if M.shape[2] == 1:  # one neuron: the cosine ‖Θ*ᵀw‖ / ‖w‖, no eigh or svd
+        g = G[:, 0, 0]
+        keep = g > 1e-12 * np.maximum(g, 1e-300)
+        s = np.sqrt((M[:, :, 0] ** 2).sum(axis=1)) * np.where(keep, 1.0 / np.sqrt(np.where(keep, g, 1.0)), 0.0)
+        return np.minimum(1.0, s)
     G = (G + np.swapaxes(G, 1, 2)) / 2
     w, U = np.linalg.eigh(G)
     scale = np.maximum(w.max(axis=1, initial=0.0), 1e-300)
@@ -744,6 +749,10 @@ _OBSERVABLES = ("train_loss", "train_loss_err", "test_loss", "test_loss_err", "g
 class _Run:
     """One forward pass of the DMFT (state of the driver loop; see :func:`solve_dmft`)."""
 
+    #: errors="none": one pass over the g history a step (:meth:`_history_pass`); False reads
+    #: it twice, as before 0.4.0 (the baseline of ``benchmarks/bench_draw.py --history``).
+    fuse_history = True
+
     def __init__(self, problem: Problem, delta: float, cfg: DMFTSettings, root: np.random.SeedSequence,
                  test: dict[str, np.ndarray] | None) -> None:
         self.problem, self.delta, self.cfg = problem, delta, cfg
@@ -792,7 +801,16 @@ class _Run:
         sign = np.array([1.0, -1.0]) if cfg.antithetic else np.array([1.0])
         self.rep_sign = np.concatenate([sign, sign]) if cfg.reflect else sign
         dt = np.dtype(cfg.path_dtype)
-        self.Z = np.zeros((Tm1, B * self.n_base), dtype=dt)  # ζ^t (m rows a step), distinct columns
+        # ζ^t (m rows a step), distinct columns. Only the rows with non-zero variance are
+        # stored (compactly, in order; ``z_rows`` gives each its row of L̃): a zero-variance
+        # innovation is zero on every path, adds nothing to a field or a moment, and at m = 1
+        # about four steps in five have one, so skipping them cuts the reads of the history.
+        self.Z = np.zeros((Tm1, B * self.n_base), dtype=dt)
+        self.z_rows = np.zeros(Tm1, dtype=np.intp)
+        self.n_z = 0
+        # errors="none": the memory term of the next step's fields, computed in the same pass
+        # over the g history as this step's E[g^t g^u] (:meth:`_history_pass`)
+        self.memory_next: tuple[int, np.ndarray] | None = None
         self.Gh = np.zeros((Tm1, N), dtype=dt)  # g^t (m rows a step), every path
         self.loss_paths = np.zeros(N)  # ℓ(y, V^t) of each path at the current step (from _fields)
         self.Qb, self.Rb = np.zeros((Tm2, Tm2)), np.zeros((Tm2, Tm2))
@@ -867,9 +885,13 @@ class _Run:
         blk, tm = self._blk(t), t * self.m
         Qtt = self.Qb[blk, blk]
         if t > 0:
-            Lrow = sla.solve_triangular(self.Lb[:tm, :tm], self.Qb[blk, :tm].T, lower=True,
-                                        check_finite=False).T
-            Lrow[:, self.null_mask[:tm]] = 0.0
+            # the solve on the non-null innovations only: L̃ is zero below the diagonal in a
+            # null column, so those give the same entries, and the null ones are zero
+            nn = np.flatnonzero(~self.null_mask[:tm])
+            Lrow = np.zeros((self.m, tm))
+            if nn.size:
+                Lrow[:, nn] = sla.solve_triangular(self.Lb[np.ix_(nn, nn)], self.Qb[blk, nn].T,
+                                                   lower=True, check_finite=False).T
             self.Lb[blk, :tm] = Lrow
             S = Qtt - Lrow @ Lrow.T
         else:
@@ -891,12 +913,18 @@ class _Run:
         dt = self.Z.dtype
         z = self._draw(m)  # distinct columns only
         z[null] = 0.0
-        self.Z[tm:t1m] = z
-        # U^t = Σ_u L(t,u) ζ^u: L row t, with the null columns (L̃ holds 1 on their diagonal)
-        # set to zero, applied to the distinct columns and expanded to the paths
-        Lrow = np.where(self.null_mask[:t1m], 0.0, self.Lb[blk, :t1m])
-        V = self.M[t].T @ self.Vstar + self._expand(Lrow.astype(dt) @ self.Z[:t1m])  # (m, N)
-        if t > 0:  # −(η/δ) Σ_{u<t} R(t, u+1) g^u
+        keep = np.flatnonzero(~null)
+        n0, n1 = self.n_z, self.n_z + keep.size
+        self.Z[n0:n1] = z[keep]
+        self.z_rows[n0:n1] = tm + keep
+        self.n_z = n1
+        # U^t = Σ_u L(t,u) ζ^u over the non-null innovations (the null columns of L̃, which
+        # holds 1 on their diagonal, are left out), expanded to the paths
+        Lrow = self.Lb[blk][:, self.z_rows[:n1]]
+        V = self.M[t].T @ self.Vstar + self._expand(Lrow.astype(dt) @ self.Z[:n1])  # (m, N)
+        if self.memory_next is not None and self.memory_next[0] == t:
+            V += self.memory_next[1]  # from the previous step's pass over the history
+        elif t > 0:  # −(η/δ) Σ_{u<t} R(t, u+1) g^u
             V += (-(self.eta / self.delta) * self.Rb[blk, m:t1m]).astype(dt) @ self.Gh[:tm]
         if self.problem.bias:
             V += self.bvec[t][:, None]
@@ -931,17 +959,20 @@ class _Run:
         # E[ζ^t ζ^u] the mean over the distinct columns (the copies' signs square to 1)
         gzz = np.concatenate([self._contract(g) / nb, z / nz], axis=0).astype(dt)  # (2m, B·nz)
         self.zmean[:, self._blk(t)] = z.reshape(m, B, nz).mean(axis=-1).T * self.rep_sign.mean()
+        rows, nzr = self.z_rows[: self.n_z], self.n_z  # the non-null innovations (zero moments elsewhere)
         if self.pooled_only:  # one "batch": the pooled moments (the mean of equal batches)
-            mom = (self.Z[:t1m] @ gzz.T).T[None] / B  # (1, 2m, t1m)
-            gg = (self.Gh[:t1m] @ g.T.astype(dt, copy=False)).T[None] / self.N  # (1, m, t1m)
+            mom = np.zeros((1, 2 * m, t1m), dtype=dt)
+            mom[0][:, rows] = (self.Z[:nzr] @ gzz.T).T / B  # (2m, n_z)
+            gg = None if self.fuse_history else (self.Gh[:t1m] @ g.T.astype(dt, copy=False)).T[None] / self.N
             gmean, zmean = g_b.mean(axis=(0, 2))[None], self.zmean[:, :t1m].mean(axis=0)[None]
         else:
-            Zb = self.Z[:t1m].reshape(t1m, B, nz).transpose(1, 2, 0)  # (B, nz, t1m)
-            mom = gzz.reshape(2 * m, B, nz).transpose(1, 0, 2) @ Zb  # (B, 2m, t1m)
+            Zb = self.Z[:nzr].reshape(nzr, B, nz).transpose(1, 2, 0)  # (B, nz, n_z)
+            mom = np.zeros((B, 2 * m, t1m), dtype=dt)
+            mom[:, :, rows] = gzz.reshape(2 * m, B, nz).transpose(1, 0, 2) @ Zb  # (B, 2m, n_z)
             Gb = self.Gh[:t1m].reshape(t1m, B, nb).transpose(1, 2, 0)  # (B, nb, t1m)
             gg = (g_b.astype(dt, copy=False) @ Gb) / nb
             gmean, zmean = g_b.mean(axis=2), self.zmean[:, :t1m]
-        mom, gg = mom.astype(float, copy=False), gg.astype(float, copy=False)
+        mom = mom.astype(float, copy=False)
         gz = mom[:, :m]  # E_b[g^t ζ^{uᵀ}]
         zz = mom[:, m:]  # E_b[ζ^t ζ^{uᵀ}]
         step = StepMoments(
@@ -949,11 +980,52 @@ class _Run:
             null_mask=self.null_mask[:t1m].copy(), L=self.Lb[:t1m, :t1m], D=D,
             R_row=self.Rb[self._blk(t), m:t1m], eta_over_delta=self.eta / self.delta,
         )
-        Cn_b = gg / self.delta  # E_b[g^t g^{uᵀ}]/δ (one pooled "batch" with errors="none")
+        Cn_b = None if gg is None else gg.astype(float, copy=False) / self.delta  # E_b[g^t g^{uᵀ}]/δ
         EVg_b = (self.Vstar_b @ g_b.transpose(0, 2, 1)) / nb  # (B, k, m)
         if self.Vstar_force is not None:  # quenched finite-n force, the same in every batch
             EVg_b = EVg_b + (self.Vstar_force @ g.T)[None]
         return step, Cn_b, EVg_b, g_b
+
+    def _next_R_row(self, t: int, Gam: np.ndarray) -> np.ndarray:
+        """``R(t+1, ≤t)`` from ``Γ(t, ·)`` (and the ridge), the same update as :meth:`_advance`."""
+        tm, t1m = t * self.m, (t + 1) * self.m
+        G = Gam.copy()
+        G[:, tm:t1m] += self.lam * self.eye
+        return self.Rb[self._blk(t), :t1m] - self.eta * (G @ self.Rb[:t1m, :t1m])
+
+    def _history_pass(self, t: int, g: np.ndarray, Gam: np.ndarray) -> np.ndarray:
+        """``E[g^t g^{uᵀ}]/δ`` for ``u ≤ t`` (``(1, m, (t+1)m)``), and, for ``t < T``, the memory
+        term ``−(η/δ) Σ_{u≤t} R(t+1, u+1) g^u`` of the next step's fields (kept for
+        :meth:`_fields`), in one pass over the stored ``g`` history.
+
+        The two products contract the history ``(t+1)m × N`` along different axes; done in
+        column blocks that stay in the core's cache, the history is read from memory once
+        a step instead of twice. ``R(t+1, ·)`` depends on ``Γ(t, ·)`` and not on ``E[g g]``,
+        which is what allows it."""
+        m, N = self.m, self.N
+        t1m = (t + 1) * m
+        dt = self.Z.dtype
+        H = self.Gh[:t1m]
+        gT = np.ascontiguousarray(g.T, dtype=dt)  # (N, m)
+        if t >= self.T:
+            return (H @ gT).T.astype(float)[None] / (self.N * self.delta)
+        coef = np.empty((m, t1m))
+        coef[:, : t1m - m] = self._next_R_row(t, Gam)[:, m:t1m]  # R(t+1, u+1), u < t
+        coef[:, t1m - m:] = self.eye  # R(t+1, t+1) = I
+        coef = (-(self.eta / self.delta) * coef).astype(dt)
+        width = max(256, (1 << 19) // max(1, t1m * H.itemsize))  # a block of about 512 KiB
+        if width >= N:
+            gg = (H @ gT).astype(float)
+            mem = coef @ H
+        else:
+            gg = np.zeros((t1m, m))
+            mem = np.empty((m, N), dtype=dt)
+            for j in range(0, N, width):
+                blk = H[:, j:j + width]
+                gg += blk @ gT[j:j + width]
+                mem[:, j:j + width] = coef @ blk
+        self.memory_next = (t + 1, mem)
+        return gg.T[None] / (self.N * self.delta)
 
     def _advance(self, t: int, Gam: np.ndarray, Gam_b: np.ndarray, Cn_b: np.ndarray,
                  EVg_b: np.ndarray, g_b: np.ndarray) -> bool:
@@ -1076,6 +1148,8 @@ class _Run:
             D = self._train_observables(t, V)
             step, Cn_b, EVg_b, g_b = self._moments(t, z, g, null, D)
             Gam, Gam_b = self.estimator.row(step)
+            if Cn_b is None:  # errors="none": E[g g] and the next memory term in one pass
+                Cn_b = self._history_pass(t, g, Gam)
             finite = self._advance(t, Gam, Gam_b, Cn_b, EVg_b, g_b)
             self.out["test_loss"][t], self.out["test_loss_err"][t] = _test_loss(
                 self.problem, self.cfg.test_loss, self.M[t], self.Qb[blk, blk],

@@ -84,11 +84,15 @@ class SteinResponse:
                 w = sla.solve_triangular(C, Sgz[i].T, lower=True, check_finite=False)
                 Sgz[i] = sla.solve_triangular(C, w, lower=True, trans="T", check_finite=False).T
             self.regressed[t] = bool(self.active[0])
-        Sgz[:, :, nm] = 0.0
         rhs = Sgz.reshape((B + 1) * m, t1m)
-        gam = sla.solve_triangular(step.L, rhs.T, lower=True, trans="T",
-                                   check_finite=False).T.reshape(B + 1, m, t1m)
-        gam[:, :, nm] = 0.0
+        # Γ = Sgz L̃^{-1} on the non-null innovations only: L̃ is zero below the diagonal in a
+        # null column, so the other entries are those of the full solve, and these are zero
+        nn = np.flatnonzero(~nm)
+        gam = np.zeros(((B + 1) * m, t1m))
+        if nn.size:
+            gam[:, nn] = sla.solve_triangular(step.L[np.ix_(nn, nn)], rhs[:, nn].T, lower=True,
+                                              trans="T", check_finite=False).T
+        gam = gam.reshape(B + 1, m, t1m)
         return gam[0], gam[1:]
 
     def _extend_gram(self, Szz: np.ndarray, t: int, m: int, null: np.ndarray) -> None:
