@@ -619,7 +619,8 @@ def largest_cosines(M: np.ndarray, Q: np.ndarray) -> np.ndarray:
     if M.shape[2] == 1:  # one neuron: the cosine ‖Θ*ᵀw‖ / ‖w‖, no eigh or svd
         g = G[:, 0, 0]
         keep = g > 1e-12 * np.maximum(g, 1e-300)
-        s = np.sqrt((M[:, :, 0] ** 2).sum(axis=1)) * np.where(keep, 1.0 / np.sqrt(np.where(keep, g, 1.0)), 0.0)
+        inv = np.where(keep, 1.0 / np.sqrt(np.where(keep, g, 1.0)), 0.0)
+        s = np.sqrt((M[:, :, 0] ** 2).sum(axis=1)) * inv
         return np.minimum(1.0, s)
     G = (G + np.swapaxes(G, 1, 2)) / 2
     w, U = np.linalg.eigh(G)
