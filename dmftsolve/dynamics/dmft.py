@@ -812,6 +812,7 @@ class _Run:
         # errors="none": the memory term of the next step's fields, computed in the same pass
         # over the g history as this step's E[g^t g^u] (:meth:`_history_pass`)
         self.memory_next: tuple[int, np.ndarray] | None = None
+        self.R_next: tuple[int, np.ndarray] | None = None
         self.Gh = np.zeros((Tm1, N), dtype=dt)  # g^t (m rows a step), every path
         self.loss_paths = np.zeros(N)  # ℓ(y, V^t) of each path at the current step (from _fields)
         self.Qb, self.Rb = np.zeros((Tm2, Tm2)), np.zeros((Tm2, Tm2))
@@ -1011,7 +1012,9 @@ class _Run:
         if t >= self.T:
             return (H @ gT).T.astype(float)[None] / (self.N * self.delta)
         coef = np.empty((m, t1m))
-        coef[:, : t1m - m] = self._next_R_row(t, Gam)[:, m:t1m]  # R(t+1, u+1), u < t
+        R_row = self._next_R_row(t, Gam)
+        self.R_next = (t + 1, R_row)  # :meth:`_advance` stores the same row
+        coef[:, : t1m - m] = R_row[:, m:t1m]  # R(t+1, u+1), u < t
         coef[:, t1m - m:] = self.eye  # R(t+1, t+1) = I
         coef = (-(self.eta / self.delta) * coef).astype(dt)
         width = max(256, (1 << 19) // max(1, t1m * H.itemsize))  # a block of about 512 KiB
@@ -1050,9 +1053,11 @@ class _Run:
         Cs = np.concatenate([Cn[None], Cn_b])
         Qtt_ = self.Qb[:t1m, :t1m]
         Nrow = -eta * (Cs[:, :, :tm] @ self.Rb[:t1m, m:t1m].T)  # (B+1, m, t1m); R(u, b+1) blocks
-        F = Nrow + Gt @ Qtt_  # E[φ ω^{≤tᵀ}]
+        GQ = Gt @ Qtt_
+        F = Nrow + GQ  # E[φ ω^{≤tᵀ}]
         GtT = Gt.transpose(0, 2, 1)
-        Ephi = Cs[:, :, tm:t1m] + Nrow @ GtT + (Nrow @ GtT).transpose(0, 2, 1) + Gt @ Qtt_ @ GtT
+        NG = Nrow @ GtT
+        Ephi = Cs[:, :, tm:t1m] + NG + NG.transpose(0, 2, 1) + GQ @ GtT
         Ft = F[:, :, tm:t1m]
         Qnext = self.Qb[blk, blk][None] - eta * (Ft + Ft.transpose(0, 2, 1)) + eta**2 * Ephi
         Qnext = (Qnext + Qnext.transpose(0, 2, 1)) / 2
@@ -1074,7 +1079,10 @@ class _Run:
         self.Qb[blk2, :t1m] = Qrow
         self.Qb[:t1m, blk2] = Qrow.T
         self.Qb[blk2, blk2] = Qnext[0]
-        self.Rb[blk2, :t1m] = self.Rb[blk, :t1m] - eta * (Gt[0] @ self.Rb[:t1m, :t1m])
+        if self.R_next is not None and self.R_next[0] == t + 1:  # from _history_pass
+            self.Rb[blk2, :t1m] = self.R_next[1]
+        else:
+            self.Rb[blk2, :t1m] = self.Rb[blk, :t1m] - eta * (Gt[0] @ self.Rb[:t1m, :t1m])
         self.Rb[blk2, blk2] = eye
         self.M[t + 1] = Mnext_all
         self.M_err[t + 1] = _batch_se(Mnext)
@@ -1084,8 +1092,9 @@ class _Run:
             self.b_err[t + 1] = _batch_se(self.bvec[t][None] - eta * Eg_batches)
         self.Q_err[t + 1] = _batch_se(Qnext[1:])
         # cosine at t (all paths) and the batch spread of the cosine at t+1, in one call
-        cos = largest_cosines(np.concatenate([Mt[None], Mnext]),
-                              np.concatenate([self.Qb[blk, blk][None], Qnext[1:]]))
+        cos = (largest_cosines(Mt[None], self.Qb[blk, blk][None]) if self.pooled_only else
+               largest_cosines(np.concatenate([Mt[None], Mnext]),
+                               np.concatenate([self.Qb[blk, blk][None], Qnext[1:]])))
         self.out["cosine"][t] = cos[0]
         if t + 1 <= self.T:
             self.out["cosine_err"][t + 1] = _batch_se(cos[1:, None])[0]

@@ -64,13 +64,19 @@ class SteinResponse:
         t, m = step.t, step.m
         t1m = (t + 1) * m
         B = step.gz.shape[0]
-        # index 0 = all paths, 1..B = batches
-        Sgz = np.concatenate([step.gz.mean(axis=0)[None], step.gz])
-        Szz = np.concatenate([step.zz.mean(axis=0)[None], step.zz])
+        # index 0 = all paths, 1..B = batches; one batch (errors="none" pools the paths into
+        # one) is its own mean, so it is computed once and returned as both
+        single = B == 1 and self.gram is None
+        if single:
+            Sgz, Szz = step.gz.copy(), step.zz.copy()
+        else:
+            Sgz = np.concatenate([step.gz.mean(axis=0)[None], step.gz])
+            Szz = np.concatenate([step.zz.mean(axis=0)[None], step.zz])
         if not self.antithetic:  # centre (regression with intercept)
-            gm = step.gmean
-            gm = np.concatenate([gm.mean(axis=0)[None], gm])  # (B+1, m)
-            zm = np.concatenate([step.zmean.mean(axis=0)[None], step.zmean])  # (B+1, t1m)
+            gm, zm = step.gmean, step.zmean  # (B, m), (B, t1m)
+            if not single:
+                gm = np.concatenate([gm.mean(axis=0)[None], gm])  # (B+1, m)
+                zm = np.concatenate([zm.mean(axis=0)[None], zm])  # (B+1, t1m)
             Sgz = Sgz - gm[:, :, None] * zm[:, None, :]
             Szz = Szz - zm[:, t * m:t1m, None] * zm[:, None, :]
         nm = step.null_mask
@@ -84,16 +90,17 @@ class SteinResponse:
                 w = sla.solve_triangular(C, Sgz[i].T, lower=True, check_finite=False)
                 Sgz[i] = sla.solve_triangular(C, w, lower=True, trans="T", check_finite=False).T
             self.regressed[t] = bool(self.active[0])
-        rhs = Sgz.reshape((B + 1) * m, t1m)
+        rows = Sgz.shape[0]  # B + 1, or 1 for a single batch
+        rhs = Sgz.reshape(rows * m, t1m)
         # Γ = Sgz L̃^{-1} on the non-null innovations only: L̃ is zero below the diagonal in a
         # null column, so the other entries are those of the full solve, and these are zero
         nn = np.flatnonzero(~nm)
-        gam = np.zeros(((B + 1) * m, t1m))
+        gam = np.zeros((rows * m, t1m))
         if nn.size:
             gam[:, nn] = sla.solve_triangular(step.L[np.ix_(nn, nn)], rhs[:, nn].T, lower=True,
                                               trans="T", check_finite=False).T
-        gam = gam.reshape(B + 1, m, t1m)
-        return gam[0], gam[1:]
+        gam = gam.reshape(rows, m, t1m)
+        return (gam[0], gam) if single else (gam[0], gam[1:])
 
     def _extend_gram(self, Szz: np.ndarray, t: int, m: int, null: np.ndarray) -> None:
         """Extend, for each estimate still regressing, the Cholesky factor of the sample
