@@ -47,7 +47,8 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--grid", default="6,6.5,7,7.5,8,9", help="the fixed grid (6 δ × --grid-draws)")
     ap.add_argument("--grid-draws", type=int, default=16)
     ap.add_argument("--gd-trials", type=int, default=16,
-                    help="GD trials timed (default 16; with 4–6 the time per trial moved 4.9–6.4 s between runs)")
+                    help="GD trials timed (default 16; with 4–6, the time per trial moved 4.9–6.4 s "
+                         "between runs)")
     ap.add_argument("--paths", type=int, default=20_000)
     ap.add_argument("--skip-grid", action="store_true")
     ap.add_argument("--json", action="store_true")
