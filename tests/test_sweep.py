@@ -116,8 +116,9 @@ def test_sweep_validation(kwargs, needle):
 
 # ----------------------------------------------------------------------------- CLI
 def test_cli_json_sweep(capsys):
-    code = main(["simulate", "--d", "25", "--delta", "2,4", "--trials", "2", "--steps", "10",
-                 "--eta", "0.2", "--workers", "1", "--record-every", "5", "--no-progress", "--json"])
+    code = main(["simulate", "--target", "z**2", "--d", "25", "--delta", "2,4", "--trials", "2",
+                 "--steps", "10", "--eta", "0.2", "--workers", "1", "--record-every", "5",
+                 "--no-progress", "--json"])
     assert code == 0
     data = json.loads(capsys.readouterr().out)
     assert data["command"] == "simulate"
