@@ -29,7 +29,7 @@ OUT = ROOT / "results" / "figures" / "width.png"
 SERIES: dict[str, tuple[str, dict[int, str]]] = {
     "gelu": ("GeLU, η = 0.5, T = 400", {m: f"gelu_z2m1_m{m}" for m in range(1, 5)}),
     "quad": ("r², η·T = 60 (m = 1), 30 (m ≥ 2)", {1: "quad_z2m1_m1", 2: "quad_z2m1_m2_eta05",
-                                                  3: "quad_z2m1_m3_eta05", 4: "quad_z2m1_m4_eta025"}),
+                                                  3: "quad_z2m1_m3_eta025", 4: "quad_z2m1_m4_eta025"}),
 }
 
 
