@@ -966,7 +966,10 @@ class _Run:
             mom = np.zeros((1, 2 * m, t1m), dtype=dt)
             mom[0][:, rows] = (self.Z[:nzr] @ gzz.T).T / B  # (2m, n_z)
             gg = None if self.fuse_history else (self.Gh[:t1m] @ g.T.astype(dt, copy=False)).T[None] / self.N
-            gmean, zmean = g_b.mean(axis=(0, 2))[None], self.zmean[:, :t1m].mean(axis=0)[None]
+            # the mean of the equal batches' means, as a matrix-vector product: g is the
+            # transpose of an (N, m) array, and numpy's reduction over it took 0.2 ms at m = 2
+            gmean = (g @ np.full(self.N, 1.0 / self.N))[None]
+            zmean = self.zmean[:, :t1m].mean(axis=0)[None]
         else:
             Zb = self.Z[:nzr].reshape(nzr, B, nz).transpose(1, 2, 0)  # (B, nz, n_z)
             mom = np.zeros((B, 2 * m, t1m), dtype=dt)
