@@ -71,7 +71,7 @@ widths 1, 3 and 4, 20000 paths were within in every case run.
 
 Cost: one DMFT run of at most T steps with --paths paths per draw (T = 400,
 d = 2000, float32 path history, a draw that does not escape, one core: about
-1 s for one neuron with 20000 paths, 3 s for two neurons with 20000 and 11-13 s
+1 s for one neuron with 20000 paths, 2 s for two neurons with 20000 and 11 s
 with 80000; less if it escapes; the cost grows like T^2 and with --paths, not
 with d). Draws run on --workers processes.
 
