@@ -24,6 +24,7 @@ import operator
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import sympy as sp
@@ -540,6 +541,28 @@ def _as_expr(expr: object) -> sp.Expr:
     )
 
 
+def _evaluate(raw: Callable[..., Any], args: Sequence[Any]
+              ) -> tuple[list[np.ndarray], tuple[int, ...], Any]:
+    """``raw`` (a lambdified function) at ``args`` as float arrays: ``(arrays, broadcast shape,
+    output)``. Non-finite values are the callers' to judge (they check them); no warnings here."""
+    arrays = [np.asarray(a, dtype=float) for a in args]
+    shape = np.broadcast_shapes(*(a.shape for a in arrays))
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        return arrays, shape, raw(*arrays)
+
+
+def _real_output(expr: Any, out: Any, shape: tuple[int, ...], avoid: Sequence[np.ndarray]) -> np.ndarray:
+    """``out`` as a float array of ``shape`` that shares no memory with ``avoid`` (a fresh copy
+    when ``avoid`` is empty); ``ValueError`` if ``expr`` took complex values."""
+    if np.iscomplexobj(out):
+        raise ValueError(f"expression {_echo(str(expr))} takes complex values; "
+                         "only real-valued expressions are allowed")
+    o = np.asarray(out, dtype=float)
+    if not avoid or o.shape != shape or any(np.may_share_memory(o, a) for a in avoid):
+        o = np.broadcast_to(o, shape).copy()
+    return o
+
+
 def compile_expression(expr: sp.Expr, variables: Sequence[sp.Symbol]) -> Callable[..., np.ndarray]:
     """Compile ``expr`` to a numpy function of ``variables`` that broadcasts.
 
@@ -566,15 +589,8 @@ def compile_expression(expr: sp.Expr, variables: Sequence[sp.Symbol]) -> Callabl
                          f"({type(exc).__name__}); use a shorter expression") from None
 
     def compiled(*args: np.ndarray) -> np.ndarray:
-        arrays = [np.asarray(a, dtype=float) for a in args]
-        shape = np.broadcast_shapes(*(a.shape for a in arrays))
-        # non-finite values are the callers' to judge (they check them); no warnings here
-        with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
-            out = raw(*arrays)
-        if np.iscomplexobj(out):
-            raise ValueError(f"expression {_echo(str(expr))} takes complex values; "
-                             "only real-valued expressions are allowed")
-        return np.broadcast_to(np.asarray(out, dtype=float), shape).copy()
+        _, shape, out = _evaluate(raw, args)
+        return _real_output(expr, out, shape, ())
 
     compiled.expr = expr  # type: ignore[attr-defined]
     return compiled
@@ -618,19 +634,10 @@ def compile_expressions(exprs: Sequence[sp.Expr], variables: Sequence[sp.Symbol]
                          f"({type(exc).__name__}); use shorter expressions") from None
 
     def compiled(*args: np.ndarray) -> tuple[np.ndarray, ...]:
-        arrays = [np.asarray(a, dtype=float) for a in args]
-        shape = np.broadcast_shapes(*(a.shape for a in arrays))
-        with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
-            outs = raw(*arrays)
-        result = []
+        arrays, shape, outs = _evaluate(raw, args)
+        result: list[np.ndarray] = []
         for e, o in zip(exprs, outs, strict=True):
-            if np.iscomplexobj(o):
-                raise ValueError(f"expression {_echo(str(e))} takes complex values; "
-                                 "only real-valued expressions are allowed")
-            o = np.asarray(o, dtype=float)
-            if o.shape != shape or any(np.may_share_memory(o, a) for a in (*arrays, *result)):
-                o = np.broadcast_to(o, shape).copy()
-            result.append(o)
+            result.append(_real_output(e, o, shape, (*arrays, *result)))
         return tuple(result)
 
     compiled.exprs = exprs  # type: ignore[attr-defined]

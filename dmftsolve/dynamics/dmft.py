@@ -812,7 +812,6 @@ class _Run:
         # errors="none": the memory term of the next step's fields, computed in the same pass
         # over the g history as this step's E[g^t g^u] (:meth:`_history_pass`)
         self.memory_next: tuple[int, np.ndarray] | None = None
-        self.R_next: tuple[int, np.ndarray] | None = None
         self.Gh = np.zeros((Tm1, N), dtype=dt)  # g^t (m rows a step), every path
         self.loss_paths = np.zeros(N)  # ℓ(y, V^t) of each path at the current step (from _fields)
         self.Qb, self.Rb = np.zeros((Tm2, Tm2)), np.zeros((Tm2, Tm2))
@@ -992,13 +991,14 @@ class _Run:
         return step, Cn_b, EVg_b, g_b
 
     def _next_R_row(self, t: int, Gam: np.ndarray) -> np.ndarray:
-        """``R(t+1, ≤t)`` from ``Γ(t, ·)`` (and the ridge), the same update as :meth:`_advance`."""
+        """``R(t+1, ≤t) = R(t, ≤t) − η (Γ(t, ·) + λ) R``: stored by :meth:`_advance`, and the
+        weights of the next memory term in :meth:`_history_pass`."""
         tm, t1m = t * self.m, (t + 1) * self.m
         G = Gam.copy()
         G[:, tm:t1m] += self.lam * self.eye
         return self.Rb[self._blk(t), :t1m] - self.eta * (G @ self.Rb[:t1m, :t1m])
 
-    def _history_pass(self, t: int, g: np.ndarray, Gam: np.ndarray) -> np.ndarray:
+    def _history_pass(self, t: int, g: np.ndarray, R_row: np.ndarray) -> np.ndarray:
         """``E[g^t g^{uᵀ}]/δ`` for ``u ≤ t`` (``(1, m, (t+1)m)``), and, for ``t < T``, the memory
         term ``−(η/δ) Σ_{u≤t} R(t+1, u+1) g^u`` of the next step's fields (kept for
         :meth:`_fields`), in one pass over the stored ``g`` history.
@@ -1006,7 +1006,7 @@ class _Run:
         The two products contract the history ``(t+1)m × N`` along different axes; done in
         column blocks that stay in the core's cache, the history is read from memory once
         a step instead of twice. ``R(t+1, ·)`` depends on ``Γ(t, ·)`` and not on ``E[g g]``,
-        which is what allows it."""
+        which is what allows it. ``R_row`` is ``R(t+1, ≤t)`` (:meth:`_next_R_row`)."""
         m, N = self.m, self.N
         t1m = (t + 1) * m
         dt = self.Z.dtype
@@ -1015,8 +1015,6 @@ class _Run:
         if t >= self.T:
             return (H @ gT).T.astype(float)[None] / (self.N * self.delta)
         coef = np.empty((m, t1m))
-        R_row = self._next_R_row(t, Gam)
-        self.R_next = (t + 1, R_row)  # :meth:`_advance` stores the same row
         coef[:, : t1m - m] = R_row[:, m:t1m]  # R(t+1, u+1), u < t
         coef[:, t1m - m:] = self.eye  # R(t+1, t+1) = I
         coef = (-(self.eta / self.delta) * coef).astype(dt)
@@ -1035,7 +1033,7 @@ class _Run:
         return gg.T[None] / (self.N * self.delta)
 
     def _advance(self, t: int, Gam: np.ndarray, Gam_b: np.ndarray, Cn_b: np.ndarray,
-                 EVg_b: np.ndarray, g_b: np.ndarray) -> bool:
+                 EVg_b: np.ndarray, g_b: np.ndarray, R_row: np.ndarray) -> bool:
         """Store row ``t`` of ``Γ, Cg`` and advance ``Q, R, M, b`` to ``t+1``; False if non-finite.
 
         The per-batch arrays (``Gam_b, Cn_b, EVg_b``) are advanced beside the pooled ones for
@@ -1082,10 +1080,7 @@ class _Run:
         self.Qb[blk2, :t1m] = Qrow
         self.Qb[:t1m, blk2] = Qrow.T
         self.Qb[blk2, blk2] = Qnext[0]
-        if self.R_next is not None and self.R_next[0] == t + 1:  # from _history_pass
-            self.Rb[blk2, :t1m] = self.R_next[1]
-        else:
-            self.Rb[blk2, :t1m] = self.Rb[blk, :t1m] - eta * (Gt[0] @ self.Rb[:t1m, :t1m])
+        self.Rb[blk2, :t1m] = R_row
         self.Rb[blk2, blk2] = eye
         self.M[t + 1] = Mnext_all
         self.M_err[t + 1] = _batch_se(Mnext)
@@ -1161,9 +1156,10 @@ class _Run:
             D = self._train_observables(t, V)
             step, Cn_b, EVg_b, g_b = self._moments(t, z, g, null, D)
             Gam, Gam_b = self.estimator.row(step)
+            R_row = self._next_R_row(t, Gam)  # R(t+1, ≤t)
             if Cn_b is None:  # errors="none": E[g g] and the next memory term in one pass
-                Cn_b = self._history_pass(t, g, Gam)
-            finite = self._advance(t, Gam, Gam_b, Cn_b, EVg_b, g_b)
+                Cn_b = self._history_pass(t, g, R_row)
+            finite = self._advance(t, Gam, Gam_b, Cn_b, EVg_b, g_b, R_row)
             self.out["test_loss"][t], self.out["test_loss_err"][t] = _test_loss(
                 self.problem, self.cfg.test_loss, self.M[t], self.Qb[blk, blk],
                 self.bvec[t] if self.problem.bias else None, self.test)
