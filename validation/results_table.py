@@ -541,9 +541,9 @@ def width_searches(cfg: dict[str, Any]) -> dict[tuple[str, str, int, float], dic
 
 def d50_cell(q: dict[str, Any] | None, gd: dict[str, Any] | None,
              search: dict[str, Any] | None = None) -> str:
-    """The δ_50 cell: the theory's (:func:`fmt`); for a row at m ≥ 2 or with two directions, the
-    theory's and GD's self-bracketing searches (:func:`width_searches`) where they were run, else
-    GD's spot check at the row's set-up if there is one."""
+    """The δ_50 cell: the theory's (:func:`fmt`); the theory's and GD's self-bracketing
+    searches (:func:`width_searches`) where both were run, else GD's spot check at the row's
+    set-up if there is one."""
     if search is not None:
         t, g = search["theory"], search["gd"]
         return f"{round_pm(t['delta_50'], t['err'])} (GD: {round_pm(g['delta_50'], g['err'])}; search)"
@@ -638,8 +638,8 @@ def render(rows: list[dict[str, Any]], cfg: dict[str, Any], cmd: str, quick: boo
         f"is below {EXTEND_BELOW * 100:.0f} % is run also at δ = "
         f"{', '.join(f'{x:g}' for x in ext_grid(cfg))} and fitted to both grids' counts "
         "('grid extended to …'); a value still near or beyond the end of its grid is the probit "
-        "fit's extrapolation, hence its large error. A row at m ≥ 2 or with two directions shows "
-        "the theory's and GD's self-bracketing searches where they were run ('search': "
+        "fit's extrapolation, hence its large error. A row shows the theory's and GD's "
+        "self-bracketing searches where both were run ('search': "
         "`validation/width_transition.py`, section 'Threshold against width' below); otherwise "
         "'GD: …' is GD's own δ_50 from a spot check at the row's d, η and step budget (section "
         "below), not a prediction; 'theory not run': `dmftsolve transition` with the row's --target, "
