@@ -693,3 +693,18 @@ def test_float32_path_history_follows_float64_over_a_short_horizon():
         0.6 * big.memory_bytes(GELU)
     with pytest.raises(ValueError, match="path_dtype must be 'float64' or 'float32', got 'float16'"):
         DMFTSettings(path_dtype="float16")
+
+
+def test_stein_regression_counts_only_the_non_null_innovations() -> None:
+    """The regression stops once its regressors exceed ``p_ratio`` (0.05) of the independent
+    paths; a zero-variance innovation is zero on every path and costs no degree of freedom, so
+    only the non-null ones count (since 0.5.0). With 2000 antithetic paths the bound is 50: the
+    80-step run below has 81 innovations but far fewer non-null ones, and still regresses at its
+    last step (counting every innovation, it stopped at step 49)."""
+    r = solve_dmft(GELU, 4.0, n_paths=2000, steps=80, seed=3, errors="none", test_loss="none",
+                   stein_regression=True)
+    assert r.ok
+    non_null = 81 - int(np.sum(r.diagnostics["zero_variance_innovations"]))
+    assert non_null <= 50
+    regressed = np.asarray(r.diagnostics["stein_regressed"])
+    assert regressed.all()

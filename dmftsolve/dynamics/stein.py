@@ -37,8 +37,8 @@ class SteinResponse:
     regression : bool
         Regress ``g`` on the innovations (sample Gram instead of ``I``).
     p_ratio : float
-        Regression stops once the regressors exceed this fraction of the
-        independent paths.
+        Regression stops once the regressors (the non-null innovations) exceed this
+        fraction of the independent paths.
     """
 
     needs_D = False
@@ -84,7 +84,7 @@ class SteinResponse:
         Szz[:, :, nm] = 0.0
         Szz[:, step.null, :] = 0.0
         if self.gram is not None:
-            self._extend_gram(Szz, t, m, step.null)
+            self._extend_gram(Szz, t, m, step.null, int((~nm).sum()))
             for i in np.flatnonzero(self.active):  # c = Sgz Gz^{-1}: OLS coefficients of g on ζ^{≤t}
                 C = self.gram[i, :t1m, :t1m]
                 w = sla.solve_triangular(C, Sgz[i].T, lower=True, check_finite=False)
@@ -102,18 +102,19 @@ class SteinResponse:
         gam = gam.reshape(rows, m, t1m)
         return (gam[0], gam) if single else (gam[0], gam[1:])
 
-    def _extend_gram(self, Szz: np.ndarray, t: int, m: int, null: np.ndarray) -> None:
+    def _extend_gram(self, Szz: np.ndarray, t: int, m: int, null: np.ndarray, n_reg: int) -> None:
         """Extend, for each estimate still regressing, the Cholesky factor of the sample
         Gram of the innovations ``ζ^{≤t}`` by block row ``t`` (``Szz[i]``). Zero-variance
         components get a unit diagonal. Regression stops for estimate ``i`` once the
-        regressors exceed ``p_ratio`` of its independent paths, or if the Gram is
-        numerically singular."""
+        ``n_reg`` regressors (the non-null innovations up to ``t``; a null one is zero on
+        every path and costs no degree of freedom) exceed ``p_ratio`` of its independent
+        paths, or if the Gram is numerically singular."""
         assert self.gram is not None
         tm, t1m = t * m, (t + 1) * m
         for i in range(self.gram.shape[0]):
             if not self.active[i]:
                 continue
-            if t1m > self.p_ratio * self.n_eff[i]:
+            if n_reg > self.p_ratio * self.n_eff[i]:
                 self.active[i] = False
                 continue
             row = Szz[i]
