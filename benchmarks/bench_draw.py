@@ -9,9 +9,11 @@ widths 1 and 2:
 
 * ``--compare dtype`` (default): float64 path history (the baseline) against float32;
 * ``--compare history``: the ``g`` history read twice a step (the baseline, before 0.4.0)
-  against once, in cache-sized column blocks (``_Run._history_pass``), both float32.
+  against once, in cache-sized column blocks (``_Run._history_pass``), both float32;
+* ``--compare regression``: the plain Stein mean (the baseline, before 0.5.0) against the
+  responses by regression on the innovations (``TransitionSettings.stein_regression``).
 
-Run ``python benchmarks/bench_draw.py [--compare dtype|history] [--d 2000] [--steps 400]
+Run ``python benchmarks/bench_draw.py [--compare dtype|history|regression] [--d 2000] [--steps 400]
 [--repeat 3] [--json]``.
 """
 
@@ -31,10 +33,11 @@ from dmftsolve.thresholds.finite_d_transition import TransitionSettings, solve_d
 #: width -> δ below the theory's δ_50 (GeLU on ``z² − 1``, d = 2000: 7.3 at m = 1, 3.8 at m = 2)
 DELTA = {1: 5.5, 2: 2.5}
 
-#: comparison -> (baseline, default): each a (label, path dtype, fuse the history pass)
+#: comparison -> (baseline, default): each a (label, path dtype, fuse the history pass, regress)
 VARIANTS = {
-    "dtype": (("float64", "float64", True), ("float32", "float32", True)),
-    "history": (("two passes", "float32", False), ("one pass", "float32", True)),
+    "dtype": (("float64", "float64", True, True), ("float32", "float32", True, True)),
+    "history": (("two passes", "float32", False, True), ("one pass", "float32", True, True)),
+    "regression": (("plain mean", "float32", True, False), ("regression", "float32", True, True)),
 }
 
 
@@ -58,9 +61,9 @@ def main(argv: list[str] | None = None) -> dict:
                 m0 = np.full((1, m), 0.05)
                 times: dict[str, list[float]] = {base[0]: [], new[0]: []}
                 for _ in range(a.repeat):
-                    for label, dtype, fuse in (base, new):
+                    for label, dtype, fuse, reg in (base, new):
                         _Run.fuse_history = fuse
-                        s = TransitionSettings(n_paths=a.paths, path_dtype=dtype)
+                        s = TransitionSettings(n_paths=a.paths, path_dtype=dtype, stein_regression=reg)
                         t0 = time.perf_counter()
                         r = solve_draw(p, DELTA[m], a.d, 0, m0, s, a.steps)
                         times[label].append(time.perf_counter() - t0)

@@ -348,3 +348,20 @@ def test_kernel_paths_default_by_width() -> None:
         kernel_paths(TransitionSettings(), 100)
     with pytest.raises(ValueError, match="problem must be a Problem"):  # checked before resolving
         transition("z**2", 100)
+
+
+def test_draws_regress_on_the_innovations_by_default() -> None:
+    """Since 0.5.0 a draw's responses are the least-squares coefficients of g on the
+    innovations (``DMFTSettings.stein_regression``) unless ``stein_regression=False``; the
+    setting reaches the draw's DMFT solve, whose diagnostics say at which steps it regressed."""
+    from dmftsolve.thresholds.finite_d_transition import solve_draw
+
+    assert TransitionSettings().stein_regression is True
+    with pytest.raises(ValueError, match="stein_regression must be True or False, got 'yes'"):
+        TransitionSettings(stein_regression="yes")
+    for reg in (True, False):
+        s = TransitionSettings(n_paths=2000, stein_regression=reg)
+        r = solve_draw(CENTRED, 6.0, 500, 0, 0.5, s, 30)
+        assert r.ok
+        assert r.settings["stein_regression"] is reg
+        assert bool(np.asarray(r.diagnostics["stein_regressed"])[30]) is reg

@@ -101,7 +101,8 @@ def forced_m(c: dict[str, Any], d: int, draws: int, T: int, paths: int, seed: in
     n = int(round(c["delta"] * d))
     rng = np.random.default_rng([seed, d])
     m0 = math.sqrt(q0) * ndtri((np.arange(draws) + rng.random(draws)) / draws)
-    s = TransitionSettings(seed=seed, n_paths=paths, force_weights=force_weights)
+    s = TransitionSettings(seed=seed, n_paths=paths, force_weights=force_weights,
+                           stein_regression=False)  # the stored runs: the draws before 0.5.0
     out = np.full((2, draws, T + 1), np.nan)
     for v, starts in enumerate((m0, np.zeros(draws))):
         for k, x in enumerate(starts):

@@ -188,7 +188,8 @@ def compute(kind: str, target: str, act: str, m: int, cfg: dict[str, Any]) -> di
             r = transition(p, cfg["d"], grid, throw=False,
                            settings=TransitionSettings(steps=cfg["transition_steps"], draws=cfg["draws"],
                                                        construction=TRANSITION_CONSTRUCTION,
-                                                       force_weights=TRANSITION_WEIGHTS))
+                                                       force_weights=TRANSITION_WEIGHTS,
+                                                       stein_regression=False))  # as stored (0.4)
             ok = r.ok and math.isfinite(r.delta_50)
             return {"value": r.delta_50 if ok else None, "error": r.delta_50_err if ok else None,
                     "status": r.status.value, "why": "" if ok else r.message[:200],

@@ -269,7 +269,8 @@ def run_curve(res: dict[str, Any], key: str, name: str, case: dict[str, Any], p:
     extra["workers"] = workers  # processes for the draws; the result does not depend on it
     if pps:
         extra["paths_per_sample"] = pps
-    settings = TransitionSettings(draws=draws, seed=seed, construction=cons, **extra)
+    # the stored curves use the plain Stein mean (the draws before 0.5.0); pinned so a rerun matches
+    settings = TransitionSettings(draws=draws, seed=seed, construction=cons, stein_regression=False, **extra)
     c = transition(p, d, grid, settings=settings, throw=False, progress=True)
     gd, fit = gd_fit(case, d)
     res["curves"][key] = {

@@ -124,6 +124,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "1.6-1.9x faster and gave the same outcome on 191 of 192 paired draws; "
                         "float64 reproduces versions before 0.3.0 (docs/findings.md section 7; "
                         "default: %(default)s)")
+    g.add_argument("--stein-regression", action=argparse.BooleanOptionalAction, default=True,
+                   help="estimate each draw's responses by regressing g on the innovations, which "
+                        "removes most of the Stein noise that biases the kernels upward at late "
+                        "times; --no-stein-regression gives the draws of 0.4 (docs/findings.md "
+                        "section 9.5; default: on)")
     g.add_argument("--workers", type=positive_int("--workers", 256), default=None,
                    help="processes for the draws (default: the CPUs this process may use)")
     g.add_argument("--plot", type=Path, default=None, help="write the curve to this image file")
@@ -207,7 +212,7 @@ def run(args: argparse.Namespace) -> int:
     s = TransitionSettings(draws=args.draws, seed=args.seed, construction=args.construction,
                            n_paths=args.paths, workers=workers, paths_per_sample=args.paths_per_sample,
                            force_weights=args.force_weights, tol=args.tol,
-                           path_dtype=args.path_dtype,
+                           path_dtype=args.path_dtype, stein_regression=args.stein_regression,
                            max_draws=max(args.max_draws, args.draws), start=args.start)
     s = resolve_settings(s, problem)  # --paths: the width's default when not given
     _check_transition_cost(args, problem, s)

@@ -185,7 +185,8 @@ def theory_curve(case: dict[str, Any], steps: int, d: int, deltas: list[float], 
         from dmftsolve.thresholds.finite_d_transition import transition
 
         curve = transition(problem_of(case, steps), d, deltas,
-                           settings=TransitionSettings(steps=steps, draws=draws, seed=seed),
+                           settings=TransitionSettings(steps=steps, draws=draws, seed=seed,
+                                                       stein_regression=False),  # as cached (0.4)
                            throw=False)
     except Exception as exc:  # noqa: BLE001 - recorded and drawn without the theory
         return {"error": f"{type(exc).__name__}: {exc}", "elapsed": time.perf_counter() - t0}

@@ -129,7 +129,7 @@ def theory_trajectories(case: dict[str, Any], d: int, delta: float, draws: int, 
     in ``TransitionSettings``; None takes its default); NaN after a failure or blow-up."""
     p = problem_of(case, steps)
     fw = {} if force_weights is None else {"force_weights": force_weights}
-    s = TransitionSettings(draws=draws, seed=seed, n_paths=paths, **fw)
+    s = TransitionSettings(draws=draws, seed=seed, n_paths=paths, stein_regression=False, **fw)  # as stored
     m = np.full((draws, steps + 1), np.nan)
     cos = np.full((draws, steps + 1), np.nan)
     for k, x in enumerate(stratified_starts(p, delta, d, s)):

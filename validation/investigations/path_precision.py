@@ -60,7 +60,8 @@ def run_case(name: str, *, draws: int, workers: int, seed: int) -> dict[str, Any
     c = CASES[name]
     out: dict[str, Any] = {"case": c, "draws": draws, "seed": seed, "workers": workers}
     for dt in ("float64", "float32"):
-        s = TransitionSettings(draws=draws, seed=seed, workers=workers, path_dtype=dt)
+        s = TransitionSettings(draws=draws, seed=seed, workers=workers, path_dtype=dt,
+                               stein_regression=False)  # as stored: the draws before 0.5.0
         t0 = time.perf_counter()
         cur = transition(problem_of(name), c["d"], c["grid"], settings=s, throw=False)
         out[dt] = {"wall_s": time.perf_counter() - t0, "delta_50": cur.delta_50,

@@ -74,7 +74,8 @@ def overlaps(label: str, side: str, start: str, cfg: dict[str, Any]) -> np.ndarr
         r = simulate(q, d=d, delta=delta, seed=cfg["gd_seed"], trials=K, dtype=np.float32)
         return np.asarray(r.overlaps[:, :, 0, :], dtype=float)
     hard = transition_directions(p)
-    s = TransitionSettings(draws=K, seed=cfg["theory_seed"], n_paths=paths_of(side, cfg))
+    s = TransitionSettings(draws=K, seed=cfg["theory_seed"], n_paths=paths_of(side, cfg),
+                           stein_regression=False)  # as stored: the draws before 0.5.0
     X = draw_starts(p, delta, d, s, hard) if start == "random" else np.zeros((K, p.k, p.m))
     out = []
     for k in range(K):
