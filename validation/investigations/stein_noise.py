@@ -125,8 +125,11 @@ class _Probe:
             run._moments, run._advance = moments, advance
 
 
-def one_run(delta: float, times: tuple[int, ...], n_paths: int, seed: int, mode: str) -> dict[str, Any]:
-    p = Problem.build(target="z**2 - 1", activation="gelu", eta=0.5, steps=max(times)).replace(hold_zero=[0])
+def one_run(delta: float, times: tuple[int, ...], n_paths: int, seed: int, mode: str,
+            problem: Problem | None = None) -> dict[str, Any]:
+    """One restricted solve (GeLU on ``z² − 1`` unless ``problem``) with ``mode``'s probe."""
+    p = (Problem.build(target="z**2 - 1", activation="gelu", eta=0.5, steps=max(times)) if problem is None
+         else problem.replace(steps=max(times))).replace(hold_zero=[0])
     probe = _Probe(mode, p.training.eta)
     t0 = time.perf_counter()
     with probe.installed(), threadpool_limits(1):
@@ -180,6 +183,24 @@ def report(res: dict[str, Any]) -> str:
         lines.append(f"| {n} | {mode} | {', '.join(str(r['seed']) for r in rs)} | {status} | "
                      + " | ".join(cells) + f" | {noise} |")
     lines += ["", "Mean ± standard error over the seeds that succeeded."]
+    q = res.get("quad_z2")
+    if q:
+        qt = q["times"]
+        gd = ", ".join(f"Q({t},{t}) = {v:.3f} ± {e:.3f}"
+                       for t, v, e in zip(qt, q["gd"]["Q"], q["gd"]["Q_se"], strict=True))
+        lines += ["", f"## r² on `z²` (δ = {q['delta']:g}, `late_kernels.py`'s case): plain, regression",
+                  "", f"GD (d = {q['gd']['d']}, projected, {q['gd']['trials']} trials): {gd} "
+                  "(`results/late_kernels.json`).", "",
+                  "| N | mode | seeds | " + " | ".join(f"Q({t},{t})" for t in qt) + " |",
+                  "|---|---|---|" + "---|" * len(qt)]
+        for mode in ("plain", "regression"):
+            rs = [r for r in q["runs"] if r["mode"] == mode and r["status"] == "success"]
+            cells = []
+            for i in range(len(qt)):
+                v = np.array([r["Q"][i] for r in rs], float)
+                cells.append(f"{v.mean():.3f} ± {v.std(ddof=1) / math.sqrt(v.size):.3f}")
+            lines.append(f"| {rs[0]['n_paths']} | {mode} | {', '.join(str(r['seed']) for r in rs)} | "
+                         + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -203,7 +224,20 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             print(json.dumps({k: r[k] for k in ("n_paths", "seed", "mode", "status", "Q", "noise_cum")}),
                   flush=True)
     if not a.tiny:
-        lk = json.loads((OUT / "late_kernels.json").read_text())["gelu_z2m1"]
+        import late_kernels  # the r² case and its GD run
+
+        stored = json.loads((OUT / "late_kernels.json").read_text())
+        qk, qtimes = stored["quad_z2"], (100, 200, 400, 600)
+        idx = [qk["times"].index(t) for t in qtimes]
+        res["quad_z2"] = {"delta": qk["delta"], "times": list(qtimes), "runs": [],
+                          "gd": {"d": qk["d"], "trials": 40, "Q": [qk["gd"]["Q"][i] for i in idx],
+                                 "Q_se": [qk["gd"]["Q_se"][i] for i in idx]}}
+        for seed in (3, 4, 5):
+            for mode in ("plain", "regression"):
+                r = one_run(qk["delta"], qtimes, 20_000, seed, mode, late_kernels.problem_of("quad_z2", 600))
+                res["quad_z2"]["runs"].append(r)
+                print(json.dumps({k: r[k] for k in ("n_paths", "seed", "mode", "status", "Q")}), flush=True)
+        lk = stored["gelu_z2m1"]
         res["reference"] = {"gd": lk["gd"]["Q"][-1], "gd_se": lk["gd"]["Q_se"][-1],
                             "dmft_160k": lk["dmft"]["160000|3"]["Q"][-1]}
         (OUT / "stein_noise.json").write_text(json.dumps(res, indent=1) + "\n")
