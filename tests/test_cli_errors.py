@@ -152,6 +152,11 @@ CASES = [
     ("simulate-long-text-value", ["simulate", "--delta", "x" * 20000], 2, "--delta"),
     # --- transition (helper D's command)
     ("transition-d-0", ["transition", "--d", "0"], 2, "--d must be >= 1"),
+    # an empty list used to end in "max() arg is an empty sequence" (docs/bad_inputs.md)
+    ("transition-delta-empty", ["transition", "--d", "100", "--delta="], 2,
+     "argument --delta: expected comma-separated numbers, got an empty list"),
+    ("simulate-delta-empty", ["simulate", "--d", "100", "--delta="], 2,
+     "argument --delta: expected comma-separated numbers, got an empty list"),
     ("transition-plot-unwritable", ["transition", "--d", "100", "--delta", "5,6", "--draws", "2",
                                     "--plot", "/proc/version"], 2, "cannot write"),
     ("transition-huge-steps", ["transition", "--d", "100", "--delta", "5,6", "--draws", "2",

@@ -100,6 +100,8 @@ def _numbers(text: str, cast: type, kind: str) -> list:
         raise argparse.ArgumentTypeError(f"expected comma-separated {kind}, got {clip(text)}") from None
     if cast is float and not all(math.isfinite(v) for v in values):
         raise argparse.ArgumentTypeError(f"expected finite numbers, got {clip(text)}")
+    if cast is float and not values:  # e.g. --delta= : no list of numbers is empty on purpose
+        raise argparse.ArgumentTypeError(f"expected comma-separated {kind}, got an empty list")
     return values
 
 
