@@ -102,7 +102,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="DMFT draws per delta on a grid, or per batch of the search (default: %(default)s)")
     g.add_argument("--tol", type=finite_float, default=0.15,
                    help="search: stop once the error of delta_50 is at most this (default: %(default)s)")
-    g.add_argument("--max-draws", type=positive_int("--max-draws", 10**5), default=400,
+    g.add_argument("--max-draws", type=positive_int("--max-draws", 10**5), default=600,
                    help="search: draws at most (default: %(default)s)")
     g.add_argument("--start", type=finite_float, default=None,
                    help="search: the first delta tried (default: 6)")
