@@ -85,6 +85,7 @@ from common import (  # noqa: E402
 
 from dmftsolve import Problem  # noqa: E402
 from dmftsolve.results import jsonable  # noqa: E402
+from dmftsolve.thresholds.finite_d_transition import default_kernel_paths  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 NAME = "results_table"
@@ -531,10 +532,17 @@ def width_searches(cfg: dict[str, Any]) -> dict[tuple[str, str, int, float], dic
     out: dict[tuple[str, str, int, float], dict[str, Any]] = {}
     for case, c in wt.CASES.items():
         if (c["steps"] != cfg["transition_steps"] or c.get("construction", "forced") != "forced"
-                or any(a != 1.0 for a in c.get("a", [1.0])) or "n_paths" in c or "paths_per_sample" in c
+                or any(a != 1.0 for a in c.get("a", [1.0])) or "paths_per_sample" in c
                 or ACTIVATIONS.get(c["activation"]) != c["eta"]):
             continue
-        sides = {side: wt._refit(data.get(f"{case}|{cfg['d']}|{side}")) for side in ("theory", "gd")}
+        theory = data.get(f"{case}|{cfg['d']}|theory")
+        st = (theory or {}).get("settings", {})
+        # only searches run as the library runs them now: responses by regression (0.5.0) and
+        # the width's default number of kernel paths
+        if not st.get("stein_regression", False) or st.get("n_paths") != default_kernel_paths(c["m"]):
+            continue
+        gd = data.get(f"{c.get('gd_of', case)}|{cfg['d']}|gd")
+        sides = {"theory": wt._refit(theory), "gd": wt._refit(gd)}
         if all(v is not None for v in sides.values()):
             out[(c["target"], c["activation"], c["m"], c["eta"])] = sides
     return out
@@ -640,7 +648,8 @@ def render(rows: list[dict[str, Any]], cfg: dict[str, Any], cmd: str, quick: boo
         f"{', '.join(f'{x:g}' for x in ext_grid(cfg))} and fitted to both grids' counts "
         "('grid extended to …'); a value still near or beyond the end of its grid is the probit "
         "fit's extrapolation, hence its large error. A row shows the theory's and GD's "
-        "self-bracketing searches where both were run ('search': "
+        "self-bracketing searches where both were run, the theory's as the library runs it now "
+        "(0.5.0: responses by regression, the width's default kernel paths) ('search': "
         "`validation/width_transition.py`, section 'Threshold against width' below); otherwise "
         "'GD: …' is GD's own δ_50 from a spot check at the row's d, η and step budget (section "
         "below), not a prediction; 'theory not run': `dmftsolve transition` with the row's --target, "

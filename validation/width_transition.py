@@ -125,7 +125,21 @@ CASES: dict[str, dict[str, Any]] = {
     # width 1 on the uncentred label, both sides searched from the CLI's start (6): is the
     # search's δ_50 above GD's grid fit (10.67) because of the theory or of the design?
     "gelu_z2_m1": {"target": "z**2", "activation": "gelu", "m": 1, "eta": 0.5, "steps": 400, "start": 6.0},
+    # The draws' responses by regression on the innovations (TransitionSettings.stein_regression,
+    # the default since 0.5.0; the cases above keep the plain Stein mean they were run with),
+    # 2·10⁴ kernel paths at every width; GD from the case named by gd_of (_regression_case)
 }
+
+
+def _regression_case(of: str, start: float) -> dict[str, Any]:
+    """Case ``of`` with the draws' responses by regression, theory only (GD: ``of``'s)."""
+    c = {k: v for k, v in CASES[of].items() if k not in ("n_paths", "paths_per_sample")}
+    return c | {"start": start, "stein_regression": True, "theory_only": True, "gd_of": of}
+
+
+for _of, _start in (("gelu_z2_m1", 6.0), ("gelu_z2m1_m1", 7.0), ("gelu_z2_m2", 5.0), ("gelu_z2m1_m2", 3.5),
+                    ("gelu_z1z2_m2", 5.0), ("gelu_abs_m2", 7.0), ("gelu_easyhard_m2", 3.5)):
+    CASES[f"{_of}_reg"] = _regression_case(_of, _start)
 
 
 def problem_of(case: str) -> Problem:
@@ -165,7 +179,8 @@ def theory_search(case: str, d: int, *, tol: float, max_draws: int, seed: int, d
     n_paths = CASES[case].get("n_paths", n_paths)
     s = TransitionSettings(draws=draws, seed=seed, tol=tol, max_draws=max_draws, n_paths=n_paths,
                            start=CASES[case]["start"], paths_per_sample=CASES[case].get("paths_per_sample"),
-                           construction=CASES[case].get("construction", "forced"), workers=workers)
+                           construction=CASES[case].get("construction", "forced"), workers=workers,
+                           stein_regression=CASES[case].get("stein_regression", False))
     t0 = time.perf_counter()
     c = transition(p, d, None, settings=s, throw=False, progress=True)
     return {"delta_50": c.delta_50, "err": c.delta_50_err, "width": c.width, "status": c.status.value,
@@ -173,7 +188,8 @@ def theory_search(case: str, d: int, *, tol: float, max_draws: int, seed: int, d
             "seconds": time.perf_counter() - t0,
             "settings": {"draws": draws, "seed": seed, "tol": tol, "max_draws": max_draws, "n_paths": n_paths,
                          "paths_per_sample": s.paths_per_sample, "construction": s.construction,
-                         "workers": workers, "path_dtype": s.path_dtype, "version": __version__},
+                         "workers": workers, "path_dtype": s.path_dtype,
+                         "stein_regression": s.stein_regression, "version": __version__},
             "escape_steps": {f"{pt.delta:g}": pt.escape_step for pt in c.points},
             "failed_draws": {f"{pt.delta:g}": len(pt.diagnostics.get("failures", [])) for pt in c.points}}
 
