@@ -49,24 +49,25 @@ class SteinResponse:
         size = (steps + 1) * m
         self.antithetic = antithetic
         self.p_ratio = p_ratio
-        self.gram = np.zeros((B + 1, size, size)) if regression else None
-        self.active = np.ones(B + 1, dtype=bool)
-        self.n_eff = np.array([B * nb] + [nb] * B, dtype=float) / (2 if antithetic else 1)
+        # index 0 = all paths, 1..B = batches; one batch (errors="none" pools the paths into
+        # one) is its own mean, so it is estimated once and returned as both
+        self.single = B == 1
+        n_est = 1 if self.single else B + 1
+        self.gram = np.zeros((n_est, size, size)) if regression else None
+        self.active = np.ones(n_est, dtype=bool)
+        self.n_eff = np.array([B * nb] + [nb] * (n_est - 1), dtype=float) / (2 if antithetic else 1)
         self.regressed = np.zeros(steps + 1, dtype=bool)
 
     @staticmethod
     def memory_bytes(*, n_paths: int, n_batches: int, steps: int, m: int, regression: bool) -> int:
         """Bytes of the estimator's own store (the regression Gram factors)."""
         size = (steps + 1) * m
-        return 8 * (n_batches + 1) * size * size if regression else 0
+        return 8 * (1 if n_batches == 1 else n_batches + 1) * size * size if regression else 0
 
     def row(self, step: StepMoments) -> tuple[np.ndarray, np.ndarray]:
         t, m = step.t, step.m
         t1m = (t + 1) * m
-        B = step.gz.shape[0]
-        # index 0 = all paths, 1..B = batches; one batch (errors="none" pools the paths into
-        # one) is its own mean, so it is computed once and returned as both
-        single = B == 1 and self.gram is None
+        single = self.single
         if single:
             Sgz, Szz = step.gz.copy(), step.zz.copy()
         else:
