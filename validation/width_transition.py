@@ -131,15 +131,20 @@ CASES: dict[str, dict[str, Any]] = {
 }
 
 
-def _regression_case(of: str, start: float) -> dict[str, Any]:
-    """Case ``of`` with the draws' responses by regression, theory only (GD: ``of``'s)."""
+def _regression_case(of: str, start: float, n_paths: int | None = None) -> dict[str, Any]:
+    """Case ``of`` with the draws' responses by regression, theory only (GD: ``of``'s), with
+    ``n_paths`` kernel paths (default: the script's 2·10⁴)."""
     c = {k: v for k, v in CASES[of].items() if k not in ("n_paths", "paths_per_sample")}
-    return c | {"start": start, "stein_regression": True, "theory_only": True, "gd_of": of}
+    extra = {} if n_paths is None else {"n_paths": n_paths}
+    return c | {"start": start, "stein_regression": True, "theory_only": True, "gd_of": of} | extra
 
 
 for _of, _start in (("gelu_z2_m1", 6.0), ("gelu_z2m1_m1", 7.0), ("gelu_z2_m2", 5.0), ("gelu_z2m1_m2", 3.5),
                     ("gelu_z1z2_m2", 5.0), ("gelu_abs_m2", 7.0), ("gelu_easyhard_m2", 3.5)):
     CASES[f"{_of}_reg"] = _regression_case(_of, _start)
+# the width-2 default number of kernel paths (8·10⁴) with regression
+for _of, _start in (("gelu_z2_m2", 5.0), ("gelu_z2m1_m2", 3.5)):
+    CASES[f"{_of}_paths8e4_reg"] = _regression_case(_of, _start, 80_000)
 
 
 def problem_of(case: str) -> Problem:

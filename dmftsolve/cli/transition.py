@@ -50,7 +50,11 @@ which carries the gradient noise of n samples and the finite-n curvature along t
 target (dmftsolve.thresholds.finite_d_transition). Easy directions are learned by
 the DMFT itself. A draw stops at its first passage. Other constructions
 (--construction): "quenched", "finite_n" (N = n unpaired paths: wider curves),
-"initial" (the random initial overlap only).
+"initial" (the random initial overlap only). Each draw's responses are the
+least-squares coefficients of the paths' gradients on their Gaussian innovations
+(--stein-regression, the default since 0.5.0): the plain Stein mean's own noise
+biased the kernels upward at late times and left too few late escapes (GeLU on
+z**2 at d = 1000: 11.35 without, 11.05 with; GD 10.7; docs/findings.md 9.5).
 
 The paths' own noise: the default paired weights give the curvature along the
 target GD's noise when there are at least 2n paths; above that (large d) the
@@ -66,8 +70,11 @@ Kernel paths (--paths): 80000 by default at width --m 2, 20000 at every other
 width. With 20000 paths the width-2 hard overlaps grow too slowly from GD's
 finite-n force after about step 10, and delta_50 sat above GD's by more than
 max(0.3, 5 %) in 5 of 9 checks (e.g. GeLU at d = 1000: +0.35 on z**2, +0.36 on
-z1*z2, +0.57 on abs(z)); with 80000, in 1 of 9 (docs/findings.md 10.1). At
-widths 1, 3 and 4, 20000 paths were within in every case run.
+z1*z2, +0.57 on abs(z)); with 80000, in 1 of 9 (docs/findings.md 10.1). With
+the responses by regression, 20000 paths at width 2 were within in all five
+cases run at d = 1000, but high by 0.17-0.27 in four: --paths 20000 is a 4x
+cheaper, slightly biased choice. At widths 1, 3 and 4, 20000 paths were within
+in every case run (plain Stein mean).
 
 Cost: one DMFT run of at most T steps with --paths paths per draw (T = 400,
 d = 2000, float32 path history, a draw that does not escape, one core: about

@@ -148,8 +148,8 @@ class TransitionSettings:
         step, which pushes the kernels up at late times like ``1/N`` and leaves too few late
         escapes; the regression removes the part of ``g`` linear in the innovations (about
         55 % of its variance) from that noise. On GeLU ``z²`` at d = 1000 the default search
-        moved from 11.35 ± 0.14 to 10.97 ± 0.17 (GD 10.72 ± 0.15), on ``z² − 1`` from a
-        four-seed mean of 7.11 to 6.87 (GD 6.89 ± 0.07), at the same cost
+        moved from 11.35 ± 0.14 to 11.05 ± 0.15 (GD 10.72 ± 0.15), on ``z² − 1`` from a
+        four-seed mean of 7.11 to 6.85 (GD 6.89 ± 0.07), for 7 % more per draw
         (``docs/findings.md`` §9.5). ``False`` gives the draws of 0.4.
     """
 
