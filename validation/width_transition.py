@@ -142,8 +142,8 @@ def _regression_case(of: str, start: float, n_paths: int | None = None) -> dict[
 for _of, _start in (("gelu_z2_m1", 6.0), ("gelu_z2m1_m1", 7.0), ("gelu_z2_m2", 5.0), ("gelu_z2m1_m2", 3.5),
                     ("gelu_z1z2_m2", 5.0), ("gelu_abs_m2", 7.0), ("gelu_easyhard_m2", 3.5)):
     CASES[f"{_of}_reg"] = _regression_case(_of, _start)
-# the width-2 default number of kernel paths (8·10⁴) with regression
-for _of, _start in (("gelu_z2_m2", 5.0), ("gelu_z2m1_m2", 3.5)):
+# 8·10⁴ kernel paths (the width-2 default) with regression; at width 1, the wide z² curve
+for _of, _start in (("gelu_z2_m2", 5.0), ("gelu_z2m1_m2", 3.5), ("gelu_z2_m1", 6.0)):
     CASES[f"{_of}_paths8e4_reg"] = _regression_case(_of, _start, 80_000)
 
 
