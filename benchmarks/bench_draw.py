@@ -11,9 +11,12 @@ widths 1 and 2:
 * ``--compare history``: the ``g`` history read twice a step (the baseline, before 0.4.0)
   against once, in cache-sized column blocks (``_Run._history_pass``), both float32;
 * ``--compare regression``: the plain Stein mean (the baseline, before 0.5.0) against the
-  responses by regression on the innovations (``TransitionSettings.stein_regression``).
+  responses by regression on the innovations (``TransitionSettings.stein_regression``);
+* ``--compare gemv``: the history pass with one matrix product per cached block (the
+  baseline, 0.5.0) against one matrix-vector product per neuron on blocks of about 4 MiB
+  (``_Run.GEMV_MAX_WIDTH``).
 
-Run ``python benchmarks/bench_draw.py [--compare dtype|history|regression] [--d 2000] [--steps 400]
+Run ``python benchmarks/bench_draw.py [--compare dtype|history|regression|gemv] [--d 2000] [--steps 400]
 [--repeat 3] [--json]``.
 """
 
@@ -33,11 +36,13 @@ from dmftsolve.thresholds.finite_d_transition import TransitionSettings, solve_d
 #: width -> δ below the theory's δ_50 (GeLU on ``z² − 1``, d = 2000: 7.3 at m = 1, 3.8 at m = 2)
 DELTA = {1: 5.5, 2: 2.5}
 
-#: comparison -> (baseline, default): each a (label, path dtype, fuse the history pass, regress)
+#: comparison -> (baseline, default): each a (label, path dtype, fuse the history pass, regress,
+#: widths read by matrix-vector products in the history pass)
 VARIANTS = {
-    "dtype": (("float64", "float64", True, True), ("float32", "float32", True, True)),
-    "history": (("two passes", "float32", False, True), ("one pass", "float32", True, True)),
-    "regression": (("plain mean", "float32", True, False), ("regression", "float32", True, True)),
+    "dtype": (("float64", "float64", True, True, 4), ("float32", "float32", True, True, 4)),
+    "history": (("two passes", "float32", False, True, 4), ("one pass", "float32", True, True, 4)),
+    "regression": (("plain mean", "float32", True, False, 4), ("regression", "float32", True, True, 4)),
+    "gemv": (("matrix products", "float32", True, True, 0), ("matrix-vector", "float32", True, True, 4)),
 }
 
 
@@ -61,8 +66,9 @@ def main(argv: list[str] | None = None) -> dict:
                 m0 = np.full((1, m), 0.05)
                 times: dict[str, list[float]] = {base[0]: [], new[0]: []}
                 for _ in range(a.repeat):
-                    for label, dtype, fuse, reg in (base, new):
+                    for label, dtype, fuse, reg, gemv in (base, new):
                         _Run.fuse_history = fuse
+                        _Run.GEMV_MAX_WIDTH = gemv
                         s = TransitionSettings(n_paths=a.paths, path_dtype=dtype, stein_regression=reg)
                         t0 = time.perf_counter()
                         r = solve_draw(p, DELTA[m], a.d, 0, m0, s, a.steps)
@@ -73,6 +79,7 @@ def main(argv: list[str] | None = None) -> dict:
                 out[f"m{m}"] = {"seconds": med, "ratio_baseline_over_default": med[base[0]] / med[new[0]]}
     finally:
         _Run.fuse_history = True
+        _Run.GEMV_MAX_WIDTH = 4
     if a.json:
         print(json.dumps(out))
     else:

@@ -753,6 +753,10 @@ class _Run:
     #: errors="none": one pass over the g history a step (:meth:`_history_pass`); False reads
     #: it twice, as before 0.4.0 (the baseline of ``benchmarks/bench_draw.py --history``).
     fuse_history = True
+    #: widths up to which :meth:`_history_pass` reads each cached block with matrix-vector
+    #: products (above it, one matrix product per block); 0 gives the matrix products of
+    #: 0.5.0 (the baseline of ``benchmarks/bench_draw.py --compare gemv``).
+    GEMV_MAX_WIDTH = 4
 
     def __init__(self, problem: Problem, delta: float, cfg: DMFTSettings, root: np.random.SeedSequence,
                  test: dict[str, np.ndarray] | None) -> None:
@@ -1011,20 +1015,35 @@ class _Run:
         t1m = (t + 1) * m
         dt = self.Z.dtype
         H = self.Gh[:t1m]
-        gT = np.ascontiguousarray(g.T, dtype=dt)  # (N, m)
         if t >= self.T:
-            return (H @ gT).T.astype(float)[None] / (self.N * self.delta)
+            return (H @ np.ascontiguousarray(g.T, dtype=dt)).T.astype(float)[None] / (self.N * self.delta)
         coef = np.empty((m, t1m))
         coef[:, : t1m - m] = R_row[:, m:t1m]  # R(t+1, u+1), u < t
         coef[:, t1m - m:] = self.eye  # R(t+1, t+1) = I
         coef = (-(self.eta / self.delta) * coef).astype(dt)
+        mem = np.empty((m, N), dtype=dt)
+        if m <= self.GEMV_MAX_WIDTH:
+            # one matrix-vector product per neuron and per product on a column block of about
+            # 4 MiB: the block is read from memory once and from the cache 2m − 1 times. A
+            # matrix product with m columns was 1.1–1.9× slower at widths 1–4 (it packs its
+            # operands; python benchmarks/bench_draw.py --compare history)
+            gv = np.ascontiguousarray(g, dtype=dt)  # (m, N)
+            gg = np.zeros((m, t1m))
+            width = max(256, (1 << 22) // max(1, t1m * H.itemsize))
+            for j in range(0, N, width):
+                blk = H[:, j:j + width]
+                for i in range(m):
+                    gg[i] += blk @ gv[i, j:j + width]
+                    mem[i, j:j + width] = coef[i] @ blk
+            self.memory_next = (t + 1, mem)
+            return gg[None] / (self.N * self.delta)
+        gT = np.ascontiguousarray(g.T, dtype=dt)  # (N, m)
         width = max(256, (1 << 19) // max(1, t1m * H.itemsize))  # a block of about 512 KiB
         if width >= N:
             gg = (H @ gT).astype(float)
             mem = coef @ H
         else:
             gg = np.zeros((t1m, m))
-            mem = np.empty((m, N), dtype=dt)
             for j in range(0, N, width):
                 blk = H[:, j:j + width]
                 gg += blk @ gT[j:j + width]
