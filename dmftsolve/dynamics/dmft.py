@@ -822,6 +822,7 @@ class _Run:
         self.Gb, self.Gb_err = np.zeros((Tm1, Tm1)), np.zeros((Tm1, Tm1))
         self.Cb = np.zeros((Tm1, Tm1))
         self.Lb = np.zeros((Tm1, Tm1))  # L̃: L with 1 on the diagonal at null pivots
+        self.Lc = np.zeros((Tm1, Tm1))  # L̃ on the non-null innovations, in the order of Z
         self.null_mask = np.zeros(Tm1, dtype=bool)
         self.M, self.M_err = np.zeros((T + 2, k, m)), np.zeros((T + 2, k, m))
         self.bvec, self.b_err = np.zeros((T + 2, m)), np.zeros((T + 2, m))  # b_t: 0 without a bias
@@ -889,22 +890,29 @@ class _Run:
         """Block row ``t`` of ``L̃`` (Cholesky of ``Q``); returns the zero-variance mask of step ``t``."""
         blk, tm = self._blk(t), t * self.m
         Qtt = self.Qb[blk, blk]
+        k = self.n_z  # the non-null innovations before step t (rows of Z, columns of Lc)
+        sol = np.zeros((self.m, 0))
         if t > 0:
             # the solve on the non-null innovations only: L̃ is zero below the diagonal in a
             # null column, so those give the same entries, and the null ones are zero
-            nn = np.flatnonzero(~self.null_mask[:tm])
+            nn = self.z_rows[:k]
             Lrow = np.zeros((self.m, tm))
-            if nn.size:
-                Lrow[:, nn] = sla.solve_triangular(self.Lb[np.ix_(nn, nn)], self.Qb[blk, nn].T,
-                                                   lower=True, check_finite=False).T
+            if k:
+                sol = sla.solve_triangular(self.Lc[:k, :k], self.Qb[blk, nn].T, lower=True,
+                                           check_finite=False).T
+                Lrow[:, nn] = sol
             self.Lb[blk, :tm] = Lrow
             S = Qtt - Lrow @ Lrow.T
         else:
             S = Qtt.copy()
         Ltt, null = _psd_cholesky((S + S.T) / 2, Qtt, self.cfg.rtol)
-        diag = np.diag(Ltt).copy()
-        self.min_pivot[t] = float(diag[~null].min()) ** 2 if (~null).any() else 0.0
+        keep = np.flatnonzero(~null)
+        self.min_pivot[t] = float(np.diag(Ltt)[keep].min()) ** 2 if keep.size else 0.0
         self.n_null[t] = int(null.sum())
+        if keep.size:  # Lc grows by the rows of the non-null innovations of step t
+            k1 = k + keep.size
+            self.Lc[k:k1, :k] = sol[keep]
+            self.Lc[k:k1, k:k1] = Ltt[np.ix_(keep, keep)]
         Ltt[null, null] = 1.0
         self.Lb[blk, blk] = Ltt
         self.null_mask[blk] = null
@@ -987,6 +995,7 @@ class _Run:
             t=t, m=m, gmean=gmean, gz=gz, zz=zz, zmean=zmean, null=null,
             null_mask=self.null_mask[:t1m].copy(), L=self.Lb[:t1m, :t1m], D=D,
             R_row=self.Rb[self._blk(t), m:t1m], eta_over_delta=self.eta / self.delta,
+            L_nonnull=self.Lc[:nzr, :nzr],
         )
         Cn_b = None if gg is None else gg.astype(float, copy=False) / self.delta  # E_b[g^t g^{uᵀ}]/δ
         EVg_b = (self.Vstar_b @ g_b.transpose(0, 2, 1)) / nb  # (B, k, m)

@@ -52,6 +52,10 @@ class StepMoments:
     L : ndarray, shape (t1m, t1m)
         Block-lower Cholesky factor of ``Q(≤t, ≤t)``, with 1 on the diagonal
         at zero-variance pivots.
+    L_nonnull : ndarray, shape (n, n)
+        ``L`` on the ``n`` innovations with non-zero variance (rows and columns where
+        ``null_mask`` is False, in order): zero below the diagonal in a null column, ``L``
+        needs no more for a triangular solve on them.
     D : ndarray, shape (N, m, m), or None
         ``∇²_V ℓ(y, V^t)`` per path (only for estimators with ``needs_D``).
     R_row : ndarray, shape (m, t·m)
@@ -72,6 +76,7 @@ class StepMoments:
     D: np.ndarray | None
     R_row: np.ndarray
     eta_over_delta: float
+    L_nonnull: np.ndarray | None = None
 
 
 class ResponseEstimator(Protocol):

@@ -81,59 +81,59 @@ class SteinResponse:
             Sgz = Sgz - gm[:, :, None] * zm[:, None, :]
             Szz = Szz - zm[:, t * m:t1m, None] * zm[:, None, :]
         nm = step.null_mask
-        Sgz[:, :, nm] = 0.0
-        Szz[:, :, nm] = 0.0
-        Szz[:, step.null, :] = 0.0
+        nn = np.flatnonzero(~nm)  # the non-null innovations; the null ones have zero moments
+        k = nn.size
+        Sgz = Sgz[:, :, nn]
         if self.gram is not None:
-            self._extend_gram(Szz, t, m, step.null, int((~nm).sum()))
+            keep = np.flatnonzero(~step.null)
+            self._extend_gram(Szz[:, keep][:, :, nn], k - keep.size, keep.size)
             for i in np.flatnonzero(self.active):  # c = Sgz Gz^{-1}: OLS coefficients of g on ζ^{≤t}
-                C = self.gram[i, :t1m, :t1m]
+                C = self.gram[i, :k, :k]
                 w = sla.solve_triangular(C, Sgz[i].T, lower=True, check_finite=False)
                 Sgz[i] = sla.solve_triangular(C, w, lower=True, trans="T", check_finite=False).T
             self.regressed[t] = bool(self.active[0])
         rows = Sgz.shape[0]  # B + 1, or 1 for a single batch
-        rhs = Sgz.reshape(rows * m, t1m)
+        rhs = Sgz.reshape(rows * m, k)
         # Γ = Sgz L̃^{-1} on the non-null innovations only: L̃ is zero below the diagonal in a
         # null column, so the other entries are those of the full solve, and these are zero
-        nn = np.flatnonzero(~nm)
         gam = np.zeros((rows * m, t1m))
-        if nn.size:
-            gam[:, nn] = sla.solve_triangular(step.L[np.ix_(nn, nn)], rhs[:, nn].T, lower=True,
-                                              trans="T", check_finite=False).T
+        if k:
+            L = step.L[np.ix_(nn, nn)] if step.L_nonnull is None else step.L_nonnull
+            gam[:, nn] = sla.solve_triangular(L, rhs.T, lower=True, trans="T", check_finite=False).T
         gam = gam.reshape(rows, m, t1m)
         return (gam[0], gam) if single else (gam[0], gam[1:])
 
-    def _extend_gram(self, Szz: np.ndarray, t: int, m: int, null: np.ndarray, n_reg: int) -> None:
-        """Extend, for each estimate still regressing, the Cholesky factor of the sample
-        Gram of the innovations ``ζ^{≤t}`` by block row ``t`` (``Szz[i]``). Zero-variance
-        components get a unit diagonal. Regression stops for estimate ``i`` once the
-        ``n_reg`` regressors (the non-null innovations up to ``t``; a null one is zero on
-        every path and costs no degree of freedom) exceed ``p_ratio`` of its independent
-        paths, or if the Gram is numerically singular."""
+    def _extend_gram(self, Szz: np.ndarray, k: int, nk: int) -> None:
+        """Extend, for each estimate still regressing, the Cholesky factor of the sample Gram
+        of the non-null innovations ``ζ^{≤t}`` (``k`` before step ``t``) by the rows of the
+        ``nk`` non-null innovations of step ``t`` (``Szz[i]``, their moments with all ``k + nk``).
+        A null innovation is zero on every path: it is left out, and costs no degree of
+        freedom. Regression stops for estimate ``i`` once the regressors exceed ``p_ratio`` of
+        its independent paths, or if the Gram is numerically singular."""
         assert self.gram is not None
-        tm, t1m = t * m, (t + 1) * m
+        k1 = k + nk
         for i in range(self.gram.shape[0]):
             if not self.active[i]:
                 continue
-            if n_reg > self.p_ratio * self.n_eff[i]:
+            if k1 > self.p_ratio * self.n_eff[i]:
                 self.active[i] = False
                 continue
-            row = Szz[i]
-            if t > 0:
-                Crow = sla.solve_triangular(self.gram[i, :tm, :tm], row[:, :tm].T, lower=True,
+            if nk == 0:
+                continue
+            row = Szz[i]  # (nk, k1)
+            if k:
+                Crow = sla.solve_triangular(self.gram[i, :k, :k], row[:, :k].T, lower=True,
                                             check_finite=False).T
             else:
-                Crow = np.zeros((m, 0))
-            Stt = row[:, tm:t1m] - Crow @ Crow.T
-            Stt = (Stt + Stt.T) / 2
-            Stt[null, null] = 1.0
+                Crow = np.zeros((nk, 0))
+            Stt = row[:, k:k1] - Crow @ Crow.T
             try:
-                Ctt = np.linalg.cholesky(Stt)
+                Ctt = np.linalg.cholesky((Stt + Stt.T) / 2)
             except np.linalg.LinAlgError:
                 self.active[i] = False
                 continue
-            self.gram[i, tm:t1m, :tm] = Crow
-            self.gram[i, tm:t1m, tm:t1m] = Ctt
+            self.gram[i, k:k1, :k] = Crow
+            self.gram[i, k:k1, k:k1] = Ctt
 
     def diagnostics(self) -> dict[str, np.ndarray]:
         return {"stein_regressed": self.regressed.copy()}
