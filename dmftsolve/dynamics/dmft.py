@@ -1017,9 +1017,12 @@ class _Run:
         :meth:`_fields`), in one pass over the stored ``g`` history.
 
         The two products contract the history ``(t+1)m × N`` along different axes; done in
-        column blocks that stay in the core's cache, the history is read from memory once
-        a step instead of twice. ``R(t+1, ·)`` depends on ``Γ(t, ·)`` and not on ``E[g g]``,
-        which is what allows it. ``R_row`` is ``R(t+1, ≤t)`` (:meth:`_next_R_row`)."""
+        column blocks that stay in cache, the history is read from memory once a step instead
+        of twice. ``R(t+1, ·)`` depends on ``Γ(t, ·)`` and not on ``E[g g]``, which is what
+        allows it. ``R_row`` is ``R(t+1, ≤t)`` (:meth:`_next_R_row`). Up to width
+        :attr:`GEMV_MAX_WIDTH` each block is read by ``2m`` matrix-vector products, which
+        stream it at close to the memory bandwidth; a matrix product with ``m`` columns
+        packs its operands and ran at half that at width 2."""
         m, N = self.m, self.N
         t1m = (t + 1) * m
         dt = self.Z.dtype
