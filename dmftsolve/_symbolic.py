@@ -18,6 +18,7 @@ exhaust the stack or the memory; every rejection is a one-line ``ValueError``.
 
 from __future__ import annotations
 
+import functools
 import keyword
 import math
 import operator
@@ -563,6 +564,15 @@ def _real_output(expr: Any, out: Any, shape: tuple[int, ...], avoid: Sequence[np
     return o
 
 
+@functools.lru_cache(maxsize=256)
+def _lambdify(variables: tuple[sp.Symbol, ...], exprs: sp.Expr | tuple[sp.Expr, ...],
+              cse: bool) -> Callable[..., Any]:
+    """``sympy.lambdify`` of ``exprs``, cached: a problem rebuilt with other settings (each
+    draw of ``transition`` is one) compiles the same activation and loss again, 6–7 ms a time."""
+    return sp.lambdify(list(variables), list(exprs) if isinstance(exprs, tuple) else exprs,
+                       modules=_MODULES, cse=cse)
+
+
 def compile_expression(expr: sp.Expr, variables: Sequence[sp.Symbol]) -> Callable[..., np.ndarray]:
     """Compile ``expr`` to a numpy function of ``variables`` that broadcasts.
 
@@ -583,7 +593,7 @@ def compile_expression(expr: sp.Expr, variables: Sequence[sp.Symbol]) -> Callabl
     """
     expr = _drop_distributions(_as_expr(expr))
     try:
-        raw = sp.lambdify(list(variables), expr, modules=_MODULES)
+        raw = _lambdify(tuple(variables), expr, False)
     except (RecursionError, MemoryError, SyntaxError) as exc:
         raise ValueError(f"expression {_echo(str(expr))} is too large to compile "
                          f"({type(exc).__name__}); use a shorter expression") from None
@@ -628,7 +638,7 @@ def compile_expressions(exprs: Sequence[sp.Expr], variables: Sequence[sp.Symbol]
     """
     exprs = [_drop_distributions(_as_expr(e)) for e in exprs]
     try:
-        raw = sp.lambdify(list(variables), exprs, modules=_MODULES, cse=True)
+        raw = _lambdify(tuple(variables), tuple(exprs), True)
     except (RecursionError, MemoryError, SyntaxError) as exc:
         raise ValueError(f"expressions {_echo(str(exprs))} are too large to compile "
                          f"({type(exc).__name__}); use shorter expressions") from None

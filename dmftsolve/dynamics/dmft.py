@@ -816,6 +816,7 @@ class _Run:
         # errors="none": the memory term of the next step's fields, computed in the same pass
         # over the g history as this step's E[g^t g^u] (:meth:`_history_pass`)
         self.memory_next: tuple[int, np.ndarray] | None = None
+        self.mean_weights = np.full(N, 1.0 / N)  # E over the paths as a matrix-vector product
         self.Gh = np.zeros((Tm1, N), dtype=dt)  # g^t (m rows a step), every path
         self.loss_paths = np.zeros(N)  # ℓ(y, V^t) of each path at the current step (from _fields)
         self.Qb, self.Rb = np.zeros((Tm2, Tm2)), np.zeros((Tm2, Tm2))
@@ -979,7 +980,7 @@ class _Run:
             gg = None if self.fuse_history else (self.Gh[:t1m] @ g.T.astype(dt, copy=False)).T[None] / self.N
             # the mean of the equal batches' means, as a matrix-vector product: g is the
             # transpose of an (N, m) array, and numpy's reduction over it took 0.2 ms at m = 2
-            gmean = (g @ np.full(self.N, 1.0 / self.N))[None]
+            gmean = (g @ self.mean_weights)[None]
             zmean = self.zmean[:, :t1m].mean(axis=0)[None]
         else:
             Zb = self.Z[:nzr].reshape(nzr, B, nz).transpose(1, 2, 0)  # (B, nz, n_z)
@@ -1039,7 +1040,7 @@ class _Run:
             # 4 MiB: the block is read from memory once and from the cache 2m − 1 times. A
             # matrix product with m columns was 1.1–1.9× slower at widths 1–4 (it packs its
             # operands; python benchmarks/bench_draw.py --compare history)
-            gv = np.ascontiguousarray(g, dtype=dt)  # (m, N)
+            gv = self.Gh[t * m:t1m]  # g^t as stored by _moments, (m, N) in the path dtype
             gg = np.zeros((m, t1m))
             width = max(256, (1 << 22) // max(1, t1m * H.itemsize))
             for j in range(0, N, width):
@@ -1181,7 +1182,8 @@ class _Run:
                 break
             null = self._cholesky_row(t)
             z, V, g = self._fields(t, null)
-            if not np.all(np.isfinite(g)):
+            # one sum, not a mask of N·m entries; an overflowing sum of finite values is checked again
+            if not math.isfinite(float(g.sum())) and not np.all(np.isfinite(g)):
                 status, message, last = Status.NONFINITE, f"non-finite gradient g at step {t}", t - 1
                 break
             D = self._train_observables(t, V)
