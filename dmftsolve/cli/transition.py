@@ -72,14 +72,15 @@ finite-n force after about step 10, and delta_50 sat above GD's by more than
 max(0.3, 5 %) in 5 of 9 checks (e.g. GeLU at d = 1000: +0.35 on z**2, +0.36 on
 z1*z2, +0.57 on abs(z)); with 80000, in 1 of 9 (docs/findings.md 10.1). With
 the responses by regression, 20000 paths at width 2 were within in all five
-cases run at d = 1000, but high by 0.17-0.27 in four: --paths 20000 is a 4x
-cheaper, slightly biased choice. At widths 1, 3 and 4, 20000 paths were within
+cases run at d = 1000, but high by 0.17-0.27 in four, and at d = 2000 GeLU on
+z**2 was +0.69 with 20000 and +0.16 with 80000: --paths 20000 is a 4x cheaper,
+biased choice. At widths 1, 3 and 4, 20000 paths were within
 in every case run (plain Stein mean).
 
 Cost: one DMFT run of at most T steps with --paths paths per draw (T = 400,
 d = 2000, float32 path history, a draw that does not escape, one core: about
-1 s for one neuron with 20000 paths, 2 s for two neurons with 20000 and 11 s
-with 80000; less if it escapes; the cost grows like T^2 and with --paths, not
+0.6 s for one neuron with 20000 paths, 2 s for two neurons with 20000 and 7 s
+with 80000 (0.5.1); less if it escapes; the cost grows like T^2 and with --paths, not
 with d). Draws run on --workers processes.
 
 --sim FILE.json overlays simulator points in the table and the plot: a JSON object
