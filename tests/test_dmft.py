@@ -708,3 +708,86 @@ def test_stein_regression_counts_only_the_non_null_innovations() -> None:
     assert non_null <= 50
     regressed = np.asarray(r.diagnostics["stein_regressed"])
     assert regressed.all()
+
+
+@pytest.mark.parametrize("m", [1, 2])
+def test_history_pass_by_matrix_vector_products_matches_matrix_products(m: int) -> None:
+    """Since 0.5.1 the history pass reads each block with one matrix-vector product per neuron
+    (``_Run.GEMV_MAX_WIDTH``); the reference is the same float64 run through the matrix
+    products of 0.5.0 (``GEMV_MAX_WIDTH = 0``). The two differ only in summation order."""
+    from dmftsolve.dynamics.dmft import _Run
+
+    p = Problem.build(target="z**2 - 1", activation="gelu", m=m, eta=0.5, steps=60)
+    kw = dict(n_paths=4000, seed=5, errors="none", test_loss="none", stein_regression=True)
+    a = solve_dmft(p, 4.0, **kw)
+    try:
+        _Run.GEMV_MAX_WIDTH = 0
+        b = solve_dmft(p, 4.0, **kw)
+    finally:
+        _Run.GEMV_MAX_WIDTH = 4
+    assert a.ok and b.ok
+    np.testing.assert_allclose(a.Q, b.Q, rtol=0, atol=1e-9)
+    np.testing.assert_allclose(a.M, b.M, rtol=0, atol=1e-9)
+    # and the run is not trivial: the kernels move away from their start
+    assert np.abs(a.Q[-1, -1] - a.Q[0, 0]).max() > 1e-2
+
+
+def test_stein_on_the_compact_factor_matches_the_full_factor() -> None:
+    """Stein's solve on ``StepMoments.L_nonnull`` (kept by the driver since 0.5.1) against the
+    same solve on the full factor restricted by fancy indexing (``L_nonnull=None``, the
+    fallback and the code of 0.5.0), at every step of a float64 run with null innovations."""
+    import dataclasses
+
+    from dmftsolve.dynamics.stein import SteinResponse
+
+    seen: list[tuple[np.ndarray, np.ndarray]] = []
+    original = SteinResponse.row
+
+    def both(self: SteinResponse, step):  # type: ignore[no-untyped-def]
+        seen.append((original(self, dataclasses.replace(step, L_nonnull=None))[0],
+                     original(self, step)[0]))
+        return original(self, step)
+
+    SteinResponse.row = both  # type: ignore[method-assign]
+    try:
+        r = solve_dmft(GELU, 4.0, n_paths=2000, steps=40, seed=3, errors="none", test_loss="none")
+    finally:
+        SteinResponse.row = original  # type: ignore[method-assign]
+    assert r.ok
+    assert int(np.sum(r.diagnostics["zero_variance_innovations"])) > 0
+    assert len(seen) == 41
+    for full, compact in seen:
+        np.testing.assert_array_equal(full, compact)
+
+
+def test_stein_regression_coefficients_are_least_squares_on_the_non_null_innovations() -> None:
+    """The regression's incremental Cholesky of the Gram, kept on the non-null innovations only
+    (0.5.1), against ``numpy.linalg.solve`` on the whole non-null Gram at every step. With
+    ``L`` the identity, Stein's row is the coefficient vector itself, ``E[g ζᵀ] G⁻¹``."""
+    from dmftsolve.dynamics.response import StepMoments
+    from dmftsolve.dynamics.stein import SteinResponse
+
+    rng = np.random.default_rng(0)
+    T, n = 12, 4000
+    null_steps = {2, 3, 7, 8, 9}
+    zeta = rng.standard_normal((T + 1, n))
+    zeta[sorted(null_steps)] = 0.0
+    est = SteinResponse(n_batches=1, batch_size=n, steps=T, m=1, antithetic=True, regression=True,
+                        p_ratio=1.0)
+    null_mask = np.zeros(T + 1, dtype=bool)
+    for t in range(T + 1):
+        null_mask[t] = t in null_steps
+        g = np.tanh(zeta[: t + 1].sum(axis=0)) + 0.1 * rng.standard_normal(n)
+        gz = (g @ zeta[: t + 1].T / n)[None, None]
+        zz = (zeta[t] @ zeta[: t + 1].T / n)[None, None]
+        nn = np.flatnonzero(~null_mask[: t + 1])
+        step = StepMoments(t=t, m=1, gmean=np.zeros((1, 1)), gz=gz, zz=zz, zmean=np.zeros((1, t + 1)),
+                           null=np.array([t in null_steps]), null_mask=null_mask[: t + 1].copy(),
+                           L=np.eye(t + 1), D=None, R_row=np.zeros((1, t)), eta_over_delta=0.1,
+                           L_nonnull=np.eye(nn.size))
+        gam, _ = est.row(step)
+        G = zeta[nn] @ zeta[nn].T / n
+        ref = np.linalg.solve(G, zeta[nn] @ g / n)
+        np.testing.assert_allclose(gam[0, nn], ref, rtol=1e-9, atol=1e-12)
+        assert np.all(gam[0, null_mask[: t + 1]] == 0.0)
+    assert est.regressed.all()

@@ -1038,8 +1038,8 @@ class _Run:
         if m <= self.GEMV_MAX_WIDTH:
             # one matrix-vector product per neuron and per product on a column block of about
             # 4 MiB: the block is read from memory once and from the cache 2m − 1 times. A
-            # matrix product with m columns was 1.1–1.9× slower at widths 1–4 (it packs its
-            # operands; python benchmarks/bench_draw.py --compare history)
+            # matrix product with m columns packs its operands: a width-2 draw was 1.5× slower
+            # (python benchmarks/bench_draw.py --compare gemv)
             gv = self.Gh[t * m:t1m]  # g^t as stored by _moments, (m, N) in the path dtype
             gg = np.zeros((m, t1m))
             width = max(256, (1 << 22) // max(1, t1m * H.itemsize))
