@@ -361,6 +361,9 @@ def test_problem_pickles_and_still_computes():
         ({"dtype": "nonsense"}, "dtype must be float32 or float64"),
         ({"block_rows": 0}, "block_rows must be >= 1"),
         ({"blas_threads": 0}, "blas_threads must be >= 1"),
+        ({"stop_cosine": 1.0}, "stop_cosine must be a number in \\(0, 1\\) or None, got 1.0"),
+        ({"stop_cosine": True}, "stop_cosine must be a number"),
+        ({"stop_cosine": 0.5, "hessian_at": [2]}, "stop_cosine cannot be combined with hessian_at"),
     ],
 )
 def test_invalid_arguments_are_named(kwargs, needle):
@@ -469,3 +472,33 @@ def test_gd_step_batch_rejects_bad_shapes():
         gd_step_batch(p, X, y, np.zeros((4, 3)))
     with pytest.raises(ValueError, match="W must have shape"):
         gd_step(p, X, y, np.zeros((4, 4)))
+
+
+# ----------------------------------------------------------------------------- first passage
+@pytest.mark.parametrize(("d", "delta"), [(200, 6.0), (200, 3.0)])
+def test_stop_at_first_passage_keeps_the_trajectory_and_the_outcome(d, delta):
+    """A trial stopped at its first passage (``stop_cosine``) is the same trial up to the stop,
+    blank after it, and has the first-passage outcome of the full run (reference: the same
+    seeds run to T). Near the transition (d = 200, δ = 6, 120 steps) two of the six trials
+    pass; at δ = 3, below it, none does, so nothing stops."""
+    p = Problem.build(target="z**2 - 1", activation="gelu", eta=0.5, steps=120)
+    full = simulate(p, d, delta, seed=3, trials=6, record_every=5)
+    stop = simulate(p, d, delta, seed=3, trials=6, record_every=5, stop_cosine=0.5)
+    np.testing.assert_array_equal(stop.success(0.5, first_passage=True),
+                                  full.success(0.5, first_passage=True))
+    stopped = stop.diagnostics["trial_stopped"]
+    assert stop.settings["stop_cosine"] == 0.5
+    for r, t in enumerate(stopped):
+        if t is None:
+            np.testing.assert_array_equal(stop.cosine[r], full.cosine[r])
+            assert not full.success(0.5, first_passage=True)[r]
+            continue
+        i = int(np.searchsorted(full.steps, t))
+        first = int(np.argmax(full.success_statistic()[r] > 0.5))
+        assert i == first  # stopped at the first recorded passage of the full run
+        np.testing.assert_array_equal(stop.overlaps[r, : i + 1], full.overlaps[r, : i + 1])
+        assert np.all(np.isnan(stop.cosine[r, i + 1:]))
+    if delta > 5:
+        assert any(t is not None for t in stopped) and any(t is None for t in stopped), stopped
+    else:
+        assert all(t is None for t in stopped)

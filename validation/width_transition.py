@@ -210,9 +210,12 @@ def gd_search(case: str, d: int, *, tol: float, max_trials: int, seed: int, batc
 
     def run_batch(x: float, b: int) -> tuple[int, int]:
         ss = np.random.SeedSequence([seed, idx, d, int(round(1000 * x)), b])
+        # each trial stops at its first passage (the success criterion; the outcome and the
+        # passage step are those of the trial run to T, at the cost of the steps before it)
         r = simulate(p, d, x, seed=ss, trials=batch, dtype=np.float32, record_every=5, n_test=512,
-                     throw=False)
-        bad = ~np.isfinite(np.asarray(r.train_loss, dtype=float)).all(axis=1)  # GD itself diverged
+                     stop_cosine=0.5, throw=False)
+        # GD itself diverged (before a passage: a trial that passed has stopped)
+        bad = np.array([s == "nonfinite" for s in r.diagnostics["trial_status"]])
         diverged[f"{x:g}"] = diverged.get(f"{x:g}", 0) + int(bad.sum())
         stat = r.success_statistic()
         with np.errstate(invalid="ignore"):

@@ -248,6 +248,7 @@ class SimulateOptions:
     dtype: str
     block_rows: int | None
     blas_threads: int | None = 1
+    stop_cosine: float | None = None
 
     @property
     def hessian_method(self) -> str:
@@ -317,6 +318,8 @@ class _Recorder:
                 self.hess["spectrum"] = np.full((H, d * m), np.nan)
             self.hess["converged"] = np.zeros(H, dtype=bool)
         self.status, self.message, self.done = Status.SUCCESS, "", False
+        self.stopped: int | None = None  # the step at which the success statistic passed stop_cosine
+        self.success_rows = list(success_directions(problem)) if opts.stop_cosine is not None else []
 
     def record(self, i: int, t: int, W: np.ndarray, V: np.ndarray, grad: np.ndarray,
                b: np.ndarray | None) -> None:
@@ -347,6 +350,9 @@ class _Recorder:
                      ("overlaps", "gram", "train_loss", "grad_norm", "cosine", "bias"))
         if not finite:
             self.status, self.message, self.done = Status.NONFINITE, f"non-finite values at step {t}", True
+        elif self.success_rows and \
+                out["cosine_per_direction"][i][self.success_rows].min() > self.opts.stop_cosine:
+            self.stopped, self.done = t, True  # first passage: the rows after i stay NaN
 
     def finish(self, steps: np.ndarray, elapsed: float) -> dict[str, Any]:
         """The per-trial output dict (arrays, ``hessian``, ``status``, ``message``, ...)."""
@@ -357,7 +363,7 @@ class _Recorder:
         if self.history is not None:
             out["gram"] = np.einsum("tdi,sdj->tsij", self.history, self.history)
         out.update(hessian=self.hess, status=self.status, message=self.message,
-                   elapsed=elapsed, steps=steps)
+                   elapsed=elapsed, steps=steps, stopped=self.stopped)
         return out
 
 
@@ -529,6 +535,7 @@ def assemble_trials(
         "hessian_method": opts.hessian_method, "hard": list(opts.hard),
         "success_directions": list(success_directions(problem)),
         "blas_threads": opts.blas_threads,
+        **({} if opts.stop_cosine is None else {"stop_cosine": opts.stop_cosine}),
         "theta_star": "first k coordinate axes",
         "problem": problem.to_dict(),
         **({} if root is None else {"root_seed": seed_record(root)}),
@@ -538,6 +545,8 @@ def assemble_trials(
         "trial_elapsed": [t["elapsed"] for t in trials],
         "trial_status": [t["status"].value for t in trials],
     }
+    if opts.stop_cosine is not None:
+        diagnostics["trial_stopped"] = [t.get("stopped") for t in trials]
     return SimulationResult(
         status=status, message=message, settings=settings, diagnostics=diagnostics,
         elapsed=elapsed, steps=trials[0]["steps"], hessian=hessian, **arrays,
@@ -561,6 +570,7 @@ def prepare_simulation(
     dtype: Any = np.float64,
     block_rows: Any = None,
     blas_threads: Any = 1,
+    stop_cosine: Any = None,
 ) -> tuple[int, int, float, int, SimulateOptions]:
     """Validate the arguments of :func:`simulate`; return ``(d, n, delta, trials, options)``.
 
@@ -610,6 +620,14 @@ def prepare_simulation(
         block_rows = check_integer("block_rows", block_rows, 1)
     if blas_threads is not None:
         blas_threads = check_integer("blas_threads", blas_threads, 1)
+    if stop_cosine is not None:
+        if isinstance(stop_cosine, (bool, np.bool_)) or not isinstance(
+                stop_cosine, (int, float, np.integer, np.floating)) or not 0 < stop_cosine < 1:
+            raise ValueError(f"stop_cosine must be a number in (0, 1) or None, got {stop_cosine!r}")
+        if hess_steps or gram == "full":
+            raise ValueError("stop_cosine cannot be combined with hessian_at or gram='full' "
+                             "(a stopped trial has no later steps to give them)")
+        stop_cosine = float(stop_cosine)
     init = problem.training.init
     hz = list(problem.training.hold_zero)
     if init.kind == "warm" and hz and np.any(init.overlaps(k, m)[hz] != 0):
@@ -626,7 +644,7 @@ def prepare_simulation(
                           hessian_at=tuple(hess_steps), n_eigs=n_eigs,
                           dense_hessian=bool(dense_hessian), full_spectrum=bool(full_spectrum),
                           hard=hard_t, dtype=dt.name, block_rows=block_rows,
-                          blas_threads=blas_threads)
+                          blas_threads=blas_threads, stop_cosine=stop_cosine)
     return d, n, delta, trials, opts
 
 
@@ -649,6 +667,7 @@ def simulate(
     dtype: Any = np.float64,
     block_rows: int | None = None,
     blas_threads: int | None = 1,
+    stop_cosine: float | None = None,
     progress: bool = False,
     throw: bool = True,
 ) -> SimulationResult:
@@ -713,6 +732,16 @@ def simulate(
         oversubscribed machine was measured here to be 10-20x slower than
         one thread (and at best 1.5x faster on an idle one). Run trials in
         parallel with :func:`dmftsolve.simulation.sweeps.sweep` instead.
+    stop_cosine : float, optional
+        Stop a trial at the first recorded step at which every success
+        direction's projection onto ``span(W_t)`` (:mod:`dmftsolve.success`)
+        exceeds this: the first-passage criterion of the finite-d theory
+        (``success(stop_cosine, first_passage=True)``), which is then the same
+        as without stopping, at the cost of the steps up to the passage only.
+        The later rows of a stopped trial are NaN, so the final-step criterion
+        no longer applies; ``diagnostics["trial_stopped"]`` gives each
+        trial's stopping step (None: ran to ``T``). Not with ``hessian_at``
+        or ``gram="full"``.
     progress : bool
         Show a tqdm bar on stderr.
     throw : bool
@@ -745,7 +774,7 @@ def simulate(
         problem, d, delta, trials=trials, gram=gram, record_every=record_every, n_test=n_test,
         hessian_at=hessian_at, n_eigs=n_eigs, dense_hessian=dense_hessian,
         full_spectrum=full_spectrum, hard=hard, dtype=dtype, block_rows=block_rows,
-        blas_threads=blas_threads,
+        blas_threads=blas_threads, stop_cosine=stop_cosine,
     )
     root = as_seed_sequence(seed)
     seeds = [trial_seed(root, j) for j in range(trials)]
