@@ -10,7 +10,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from scipy.special import log_ndtr
 
-from dmftsolve.thresholds.delta50 import _probit_mle, _probit_mle_many, probit_fit
+from dmftsolve.thresholds.delta50 import _probit_mle, _probit_mle_many, posterior_sd, probit_fit
 
 
 def _nll(x: np.ndarray, k: np.ndarray, n: np.ndarray, mu: float, w: float) -> float:
@@ -91,3 +91,74 @@ def test_bootstrap_error_matches_the_binomial_closed_form() -> None:
     se_ref = float(np.sqrt(np.sum((grad * dz) ** 2)))
     assert abs(mu - 7.0) < 1e-6
     assert abs(se - se_ref) < 0.15 * se_ref  # 400 resamples: the bootstrap's own error ~ 1/√800
+
+
+# ----------------------------------------------------------------------------- posterior error
+def _posterior_moments_by_dblquad(x: np.ndarray, k: np.ndarray, n: np.ndarray) -> float:
+    """The posterior sd of δ_50 (flat in δ_50 on one span beyond the points, flat in log w on
+    [10⁻³, 10] spans) by scipy's adaptive quadrature: an independent reference for the grid."""
+    from scipy.integrate import dblquad
+
+    span = float(x.max() - x.min())
+    lo, hi = float(x.min()) - span, float(x.max()) + span
+    a, b = math.log(1e-3 * span), math.log(10 * span)
+    top = -min(_nll(x, k, n, mu, math.exp(lw)) for mu in np.linspace(lo, hi, 201)
+               for lw in np.linspace(a, b, 61))
+
+    def dens(lw: float, mu: float, p: int) -> float:
+        return mu**p * math.exp(-_nll(x, k, n, mu, math.exp(lw)) - top)
+
+    z, m1, m2 = (dblquad(dens, lo, hi, a, b, args=(p,), epsabs=1e-11, epsrel=1e-9)[0] for p in (0, 1, 2))
+    return math.sqrt(m2 / z - (m1 / z) ** 2)
+
+
+def test_posterior_error_matches_adaptive_quadrature() -> None:
+    # a search-like set of counts: a far bracketing point and three near δ_50
+    x = np.array([6.0, 7.0, 7.6, 8.4])
+    k = np.array([1.0, 6.0, 9.0, 15.0])
+    n = np.array([8.0, 16.0, 16.0, 16.0])
+    ref = _posterior_moments_by_dblquad(x, k, n)
+    assert math.isclose(posterior_sd(x, k, n), ref, rel_tol=1e-4), (posterior_sd(x, k, n), ref)
+    # separated counts (a bracketing search's start): the posterior has a step at the points
+    xs, ks, ns = np.array([6.0, 8.4, 11.8]), np.array([0.0, 3.0, 8.0]), np.array([8.0, 8.0, 8.0])
+    ref = _posterior_moments_by_dblquad(xs, ks, ns)
+    assert math.isclose(posterior_sd(xs, ks, ns), ref, rel_tol=0.015), (posterior_sd(xs, ks, ns), ref)
+    mu, se, _ = probit_fit(x, k, n, shrink="fit", error="posterior")
+    assert se == posterior_sd(x, k, n)
+    assert mu == probit_fit(x, k, n, shrink="fit")[0]  # the same maximum-likelihood δ_50
+
+
+def test_posterior_error_tends_to_the_fisher_error() -> None:
+    """With many trials the posterior is Gaussian with the inverse Fisher information as its
+    covariance (closed form of the probit's information), so its sd is the asymptotic error."""
+    from scipy.special import ndtr
+
+    mu, w = 7.3, 0.8
+    x = np.array([6.5, 7.0, 7.5, 8.0, 8.5])
+    n = np.full(x.size, 4.0e4)
+    p = ndtr((x - mu) / w)
+    k = n * p  # the expected counts: the maximum-likelihood fit is (mu, w) itself
+    u = (x - mu) / w
+    phi = np.exp(-u * u / 2) / math.sqrt(2 * math.pi)
+    c = n * phi**2 / (p * (1 - p))  # information of the linear predictor at each point
+    # predictor (x − mu)/w: derivatives −1/w (mu) and −u (log w)
+    J = np.stack([np.full(x.size, -1 / w), -u], axis=1)
+    info = J.T @ (c[:, None] * J)
+    fisher_sd = math.sqrt(np.linalg.inv(info)[0, 0])
+    assert math.isclose(posterior_sd(x, k, n), fisher_sd, rel_tol=0.02), (posterior_sd(x, k, n), fisher_sd)
+
+
+@settings(max_examples=40, deadline=None)
+@given(counts=counts, scale=st.floats(0.1, 10.0), shift=st.floats(-5.0, 50.0))
+@example(counts=[(0, 8), (4, 8), (8, 8)], scale=2.0, shift=1.0)  # separated: a step between points
+def test_posterior_error_scales_with_delta(counts: list[tuple[int, int]], scale: float, shift: float) -> None:
+    """Flat priors on δ_50 and log w over ranges in units of the span: the posterior sd moves
+    with an affine change of δ (sd(a x + b) = a sd(x)), and is positive and below the prior's."""
+    n = np.array([max(a, b) for a, b in counts], float)
+    k = np.array([min(a, b) for a, b in counts], float)
+    x = 5.0 + np.arange(k.size, dtype=float) * 0.7 + 0.1 * np.arange(k.size) ** 2
+    s0 = posterior_sd(x, k, n)
+    s1 = posterior_sd(scale * x + shift, k, n)
+    assert math.isclose(s1, scale * s0, rel_tol=1e-6, abs_tol=1e-12)
+    span = x.max() - x.min()
+    assert 0 < s0 <= 3 * span / math.sqrt(12) + 1e-9  # the flat prior's sd on 3 spans bounds it

@@ -11,8 +11,9 @@ from types import ModuleType
 def test_tiny_calibration_rows(load_validation: Callable[[str], ModuleType]) -> None:
     mod = load_validation("search_calibration")
     rows = mod.main(["--tiny"])["rows"]
-    assert [(r["curve"], r["stop"]) for r in rows] == [(c, s) for c in ("narrow", "benchmark", "wide")
-                                                       for s in ("tol", "budget")]
+    assert [(r["curve"], r["stop"], r["error"]) for r in rows] == [
+        (c, s, e) for c in ("narrow", "benchmark", "wide")
+        for s, e in (("tol", "posterior"), ("tol", "bootstrap"), ("budget", "bootstrap"))]
     for r in rows:
         assert r["runs"] == 3
         if r["stop"] == "tol":

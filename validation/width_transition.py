@@ -242,12 +242,13 @@ def fmt(v: Any, e: Any) -> str:
 
 
 def _refit(v: dict[str, Any] | None) -> dict[str, Any] | None:
-    """The stored counts refitted with the search's error model (``probit_fit(shrink="fit")``),
-    so every row uses one rule whatever code version ran the search."""
+    """The stored counts refitted with the search's error model (``probit_fit(shrink="fit",
+    error="posterior")``, :func:`~dmftsolve.thresholds.delta50.search_delta_50` since 0.6.0), so
+    every row uses one rule whatever code version ran the search."""
     if v is None or len(v["deltas"]) < 2:
         return v
     mu, se, w = probit_fit(np.asarray(v["deltas"], float), np.asarray(v["successes"], float),
-                           np.asarray(v["trials"], float), shrink="fit")
+                           np.asarray(v["trials"], float), shrink="fit", error="posterior")
     return {**v, "delta_50": mu, "err": se, "width": w}
 
 
@@ -321,7 +322,9 @@ def report(data: dict[str, Any]) -> str:
              "`dmftsolve.thresholds.delta50` and the success criterion of `dmftsolve.success` (every "
              "hard direction's projection onto span(W) above 1/2 by step T). Theory: "
              "`dmftsolve transition` (paired weights, 2·10⁴ paths, batches of 8 draws); GD: float32, "
-             "batches of 20 trials, cosines every 5 steps. δ_50 ± bootstrap error (probit).", "",
+             "batches of 20 trials, cosines every 5 steps. δ_50: the probit's maximum likelihood ± its "
+             "posterior standard deviation (flat priors on δ_50 and log w; "
+             "`probit_fit(shrink=\"fit\", error=\"posterior\")`, the search's error since 0.6.0).", "",
              "| case | target | σ | m | a | η, T | d | GD δ_50 (trials) | theory δ_50 (draws) | theory − GD "
              "| within max(0.3, 5 %)? | CPU s (GD / theory) |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|"]

@@ -37,9 +37,10 @@ Without --delta the transition is found by itself: batches of --draws draws
 bracket it from --start (stepping delta by a factor 1.4), then go where they
 inform the probit fit most (delta_50 +- 0.8 w), until the error of delta_50 is at
 most --tol (or --max-draws are spent); the two batches placed there run at once.
-Against known curves the true error of a searched delta_50 was 1.0-1.35x the
-printed one (docs/accuracy.md). With --delta the draws run on that
-grid.
+The search's error is the posterior standard deviation of delta_50 (flat priors
+on delta_50 and the log of the curve's width): against known curves the true
+error was 0.9-1.1x the printed one (docs/accuracy.md). With --delta the draws
+run on that grid, and the error is a bootstrap's.
 
 How: each draw is one unrestricted DMFT run started at the overlaps M_0 = X/sqrt(d)
 of a random start (X a k x m matrix of N(0, q0) entries). With the default

@@ -47,7 +47,8 @@ Any width and any number of directions
     ``O(1/√d)`` off-diagonal fluctuation of the random start's Gram ``Q_0``.
 
 δ_50 is the maximum-likelihood probit fit ``P = Φ((δ − δ_50)/w)`` to all draws, with a
-bootstrap standard error (:func:`probit_fit`). Without a grid, :func:`transition` finds the
+bootstrap standard error on a grid and the posterior standard deviation (over the curve's
+width as well) for the search (:func:`probit_fit`). Without a grid, :func:`transition` finds the
 transition itself (:func:`adaptive_search`): batches of draws that first bracket the
 transition from ``start`` and are then placed at ``δ_50 ± 0.8 w`` until the error reaches
 ``tol``. Each draw stops at its first passage (``DMFTSettings.stop_cosine``).
@@ -725,9 +726,10 @@ def transition(problem: Problem, d: int, deltas: Sequence[float] | None = None, 
     xs = np.array([p.delta for p in points], float)
     k = np.array([p.successes for p in points])
     n = np.array([p.draws for p in points])
-    shrink = "half" if grid is not None else "fit"  # probit_fit: far bracketing points (search)
+    # probit_fit: the search's far bracketing points, and its error model (search_delta_50)
+    shrink, error = ("half", "bootstrap") if grid is not None else ("fit", "posterior")
     if xs.size >= 2:
-        mu, se, w = probit_fit(xs, k, n, shrink=shrink)
+        mu, se, w = probit_fit(xs, k, n, shrink=shrink, error=error)
     else:
         mu, se, w = math.nan, math.nan, math.nan
     bad = [p for p in points if not p.ok]
@@ -753,7 +755,7 @@ def transition(problem: Problem, d: int, deltas: Sequence[float] | None = None, 
         status=status, message=message, warnings=() if warning is None else (warning,),
         settings={**dataclasses.asdict(s), "problem": problem.to_dict(), "d": d,
                   "search": "grid" if grid is not None else "adaptive"},
-        diagnostics={"fit": f"probit maximum likelihood, bootstrap se (probit_fit, shrink={shrink!r})",
+        diagnostics={"fit": f"probit maximum likelihood, {error} se (probit_fit, shrink={shrink!r})",
                      "total_draws": int(n.sum()),
                      "hard_directions": points[0].diagnostics.get("hard_directions") if points else None},
         elapsed=time.perf_counter() - t0, d=d, deltas=xs,

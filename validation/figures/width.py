@@ -2,7 +2,7 @@
 
 Reads ``validation/results/width_transition.json`` (written by ``validation/width_transition.py``;
 both sides by the same self-bracketing search and success criterion, refitted with
-``probit_fit(shrink="fit")``) and draws δ_50 ± error against m = 1–4 for the GeLU (η = 0.5,
+``probit_fit(shrink="fit", error="posterior")``) and draws δ_50 ± error against m = 1–4 for the GeLU (η = 0.5,
 400 steps) and r² neurons, second-layer weights 1. The r² points use a step GD survives at
 each width (η = 0.1 and 600 steps at m = 1; 0.05 and 600 at m = 2–3; 0.025 and 1200 at m = 4):
 at η = 0.1, GD diverges at widths 2–4 (``docs/findings.md`` §10.1). A hollow marker is a
