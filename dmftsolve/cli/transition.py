@@ -86,7 +86,8 @@ with d). Draws run on --workers processes.
 
 --sim FILE.json overlays simulator points in the table and the plot: a JSON object
 {"deltas": [...], "successes": [...], "trials": [...]} (e.g. from `dmftsolve
-simulate` runs); their probit delta_50 is printed beside the theory's.
+simulate --first-passage` runs, which count success as this command does); their
+probit delta_50 is printed beside the theory's.
 
 Examples:
   dmftsolve transition                                      # GeLU on z**2 - 1, d = 1000

@@ -221,9 +221,9 @@ class SimulationResult(Result):
             above = np.isfinite(c) & (c > threshold)
         return above.any(axis=1) if first_passage else above[:, -1]
 
-    def success_rate(self, threshold: float = 0.5) -> tuple[float, float]:
-        """Fraction of successful trials and its binomial standard error."""
-        s = self.success(threshold)
+    def success_rate(self, threshold: float = 0.5, *, first_passage: bool = False) -> tuple[float, float]:
+        """Fraction of successful trials (:meth:`success`) and its binomial standard error."""
+        s = self.success(threshold, first_passage=first_passage)
         p = float(np.mean(s))
         return p, math.sqrt(p * (1.0 - p) / s.size)
 

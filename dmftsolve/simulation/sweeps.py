@@ -60,7 +60,8 @@ class SweepResult(Result):
     deltas : ndarray, shape (D,)
         Sample ratios.
     success_rate, success_stderr : ndarray, shape (D,)
-        Fraction of trials with final cosine ``> success_threshold`` and its
+        Fraction of trials with final cosine ``> success_threshold`` (with
+        ``first_passage``: at some recorded step) and its
         binomial standard error ``√(p(1 − p)/trials)`` (0 at a rate of 0 or 1:
         the reported error is :attr:`success_error`).
     successes, success_error : ndarray, shape (D,)
@@ -123,10 +124,10 @@ class SweepResult(Result):
         ]
 
 
-def _stats(run: SimulationResult, threshold: float) -> dict[str, float]:
+def _stats(run: SimulationResult, threshold: float, first_passage: bool = False) -> dict[str, float]:
     final = run.cosine[:, -1]
     finite = final[np.isfinite(final)]
-    rate, se = run.success_rate(threshold)
+    rate, se = run.success_rate(threshold, first_passage=first_passage)
     q30, q50, q70 = (np.percentile(finite, [30, 50, 70]) if finite.size
                      else (math.nan, math.nan, math.nan))
     out = {"success_rate": rate, "success_stderr": se,
@@ -147,6 +148,7 @@ def sweep(
     executor: Executor | None = None,
     progress: bool = True,
     success_threshold: float = 0.5,
+    first_passage: bool = False,
     **simulate_kwargs: Any,
 ) -> SweepResult:
     """Run ``trials`` GD runs at each ``δ`` in ``deltas`` and report success rates.
@@ -174,6 +176,11 @@ def sweep(
         Show a tqdm progress bar over jobs on stderr.
     success_threshold : float
         A run succeeds when its final cosine exceeds this (in ``[0, 1)``).
+    first_passage : bool
+        Count a run as a success when its success statistic exceeds ``success_threshold`` at
+        some recorded step instead of the last: the criterion of the finite-d theory
+        (``dmftsolve transition``), for a like-for-like comparison. Runs still go to step
+        ``T``, so the cosine and loss columns stay those of the last step.
     **simulate_kwargs
         Passed to :func:`~dmftsolve.simulation.simulator.simulate` (``gram``,
         ``record_every``, ``hessian_at``, ``dtype``, …). ``throw`` defaults
@@ -218,6 +225,8 @@ def sweep(
     threshold = check_real("success_threshold", success_threshold)
     if not 0.0 <= threshold < 1.0:
         raise ValueError(f"success_threshold must be in [0, 1), got {success_threshold!r}")
+    if not isinstance(first_passage, (bool, np.bool_)):
+        raise ValueError(f"first_passage must be True or False, got {first_passage!r}")
     if executor is not None and not isinstance(executor, Executor):
         raise ValueError(f"executor must be a concurrent.futures.Executor, got {executor!r}")
     prepared = [prepare_simulation(problem, d, x, trials=trials, **simulate_kwargs) for x in deltas_a]
@@ -259,7 +268,7 @@ def sweep(
         runs.append(run)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
-            stats.append(_stats(run, threshold))
+            stats.append(_stats(run, threshold, bool(first_passage)))
         nonfinite.append(sum(o["status"] is Status.NONFINITE for o in outs))
 
     def col(name: str) -> np.ndarray:
@@ -274,7 +283,8 @@ def sweep(
         message = "; ".join(f"delta={r.settings['delta']:g}: {r.message}" for r in bad)
     settings = {
         "d": prepared[0][0], "deltas": deltas_a, "n": [p[1] for p in prepared], "trials": trials,
-        "success_threshold": threshold, "root_seed": seed_record(root),
+        "success_threshold": threshold, "first_passage": bool(first_passage),
+        "root_seed": seed_record(root),
         "executor": None if executor is None else type(executor).__name__,
         "simulate": dataclasses.asdict(prepared[0][4]),
         "problem": problem.to_dict(),
