@@ -162,3 +162,33 @@ def test_posterior_error_scales_with_delta(counts: list[tuple[int, int]], scale:
     assert math.isclose(s1, scale * s0, rel_tol=1e-6, abs_tol=1e-12)
     span = x.max() - x.min()
     assert 0 < s0 <= 3 * span / math.sqrt(12) + 1e-9  # the flat prior's sd on 3 spans bounds it
+
+
+# ----------------------------------------------------------------------------- the search
+def test_crossed_rates_get_more_trials_at_the_crossed_points() -> None:
+    """A rate ≥ 3/4 left of a rate ≤ 1/4 (noise) is resolved where it happened: the next batches
+    go to those two points. Before 0.6.0 they went between them, and once that point's rate
+    sat between 1/4 and 3/4 the crossing never resolved (the counts below, seen in a search)."""
+    from dmftsolve.thresholds.delta50 import _next_deltas
+
+    counts = {6.0: [0, 8], 7.0: [6, 8], 7.1: [13, 32], 7.2: [2, 8], 8.4: [8, 8]}
+    assert _next_deltas(counts, None) == [7.0, 7.2]
+
+
+def test_search_that_used_to_stall_stops_near_the_curve() -> None:
+    """The search seeded as in ``search_calibration.py`` run 21 (curve δ_50 = 7.3, w = 0.8,
+    batches of 8) crossed early and, before 0.6.0, spent its 4000-trial cap at δ = 7.1.
+    Reference: the known curve; it must stop within a few hundred trials and within four of
+    its errors of 7.3."""
+    from scipy.special import ndtr
+
+    from dmftsolve.thresholds.delta50 import search_delta_50
+
+    rng = np.random.default_rng(1021)
+
+    def batch(x: float, b: int) -> tuple[int, int]:
+        return int(rng.binomial(8, ndtr((x - 7.3) / 0.8))), 8
+
+    out = search_delta_50(batch, start=6.0, tol=0.15, max_trials=4000)
+    assert out.reason == "" and out.trials.sum() <= 400, (out.trials.sum(), out.reason)
+    assert abs(out.delta_50 - 7.3) < 4 * out.delta_50_err
