@@ -219,9 +219,9 @@ def probit_fit(deltas: np.ndarray, successes: np.ndarray, trials: np.ndarray, *,
 
     ``error="posterior"`` returns :func:`posterior_sd` as the error instead of the bootstrap's
     (the point estimate is the same maximum-likelihood δ_50). It is the error of
-    :func:`search_delta_50`: against known curves its root-mean-square error was 0.88–1.07×
-    the mean reported error where the bootstrap's was 1.04–1.35× (searches stopped at
-    ``tol``); with a fixed budget of trials the bootstrap's was 0.92–1.15×.
+    :func:`search_delta_50`: against known curves its root-mean-square error was 0.89–1.08×
+    the mean reported error where the bootstrap's was 1.05–1.35× (searches stopped at
+    ``tol``); with a fixed budget of trials the bootstrap's was 0.92–1.16×.
     """
     x = np.asarray(deltas, float)
     k = np.asarray(successes, float)
@@ -356,9 +356,9 @@ def search_delta_50(run_batch: Callable[[float, int], tuple[int, int]], *, start
 
     Calibration (``validation/investigations/search_calibration.py``, 80 searches against
     known probit curves, batches of 8, tol 0.15): with the bootstrap's error the
-    root-mean-square error of δ_50 was 1.04×, 1.35× and 1.22× the mean reported error on
+    root-mean-square error of δ_50 was 1.05×, 1.35× and 1.22× the mean reported error on
     curves of width 0.6, 0.8 and 2.4, as stopping once that error happens to be small biases
-    it low; with the posterior's (the default) it is 0.88×, 1.05× and 1.07×, for 33 %, 38 %
+    it low; with the posterior's (the default) it is 0.89×, 1.08× and 1.07×, for 33 %, 25 %
     and 6 % more trials (medians).
     """
     if not (math.isfinite(start) and DELTA_RANGE[0] <= start <= DELTA_RANGE[1]):
