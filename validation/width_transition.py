@@ -201,6 +201,7 @@ def theory_search(case: str, d: int, *, tol: float, max_draws: int, seed: int, d
 
 def gd_search(case: str, d: int, *, tol: float, max_trials: int, seed: int, batch: int) -> dict[str, Any]:
     """GD's adaptive δ_50 for ``case`` at ``d`` (float32, first passage by step T)."""
+    from dmftsolve.results import Status
     from dmftsolve.simulation.simulator import simulate
 
     p = problem_of(case)
@@ -215,7 +216,7 @@ def gd_search(case: str, d: int, *, tol: float, max_trials: int, seed: int, batc
         r = simulate(p, d, x, seed=ss, trials=batch, dtype=np.float32, record_every=5, n_test=512,
                      stop_cosine=0.5, throw=False)
         # GD itself diverged (before a passage: a trial that passed has stopped)
-        bad = np.array([s == "nonfinite" for s in r.diagnostics["trial_status"]])
+        bad = np.array([s == Status.NONFINITE.value for s in r.diagnostics["trial_status"]])
         diverged[f"{x:g}"] = diverged.get(f"{x:g}", 0) + int(bad.sum())
         stat = r.success_statistic()
         with np.errstate(invalid="ignore"):

@@ -126,6 +126,10 @@ def _probit_mle_many(x: np.ndarray, k: np.ndarray, n: np.ndarray, start: tuple[f
     return mu, w
 
 
+#: nodes per axis of the posterior grids (δ_50, log w) of :func:`posterior_sd`
+_POSTERIOR_NODES = 121
+
+
 def _posterior_grid(x: np.ndarray, k: np.ndarray, n: np.ndarray, mu_range: tuple[float, float],
                     logw_range: tuple[float, float]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Nodes in δ_50 and ``log w`` over the two ranges and the posterior mass of each node
@@ -138,10 +142,6 @@ def _posterior_grid(x: np.ndarray, k: np.ndarray, n: np.ndarray, mu_range: tuple
     trap[[0, -1]] = 0.5  # the trapezoidal rule: the density need not vanish at the box's edges
     post = np.exp(ll - ll.max()) * trap[:, None] * trap[None, :]
     return mus, logw, post / post.sum()
-
-
-#: nodes per axis of the posterior grids (δ_50, log w) of :func:`posterior_sd`
-_POSTERIOR_NODES = 121
 
 
 def posterior_sd(deltas: np.ndarray, successes: np.ndarray, trials: np.ndarray) -> float:
@@ -165,7 +165,13 @@ def posterior_sd(deltas: np.ndarray, successes: np.ndarray, trials: np.ndarray) 
     Returns
     -------
     float
-        The posterior standard deviation of δ_50.
+        The posterior standard deviation of δ_50; NaN when every count is 0 or every count is
+        its number of trials (δ_50 outside the points, as in :func:`probit_fit`).
+
+    Raises
+    ------
+    ValueError
+        For arrays of different shapes, fewer than two distinct δ, or impossible counts.
 
     Examples
     --------
@@ -178,6 +184,13 @@ def posterior_sd(deltas: np.ndarray, successes: np.ndarray, trials: np.ndarray) 
     (0.274, 0.181)
     """
     x, k, n = (np.asarray(a, float) for a in (deltas, successes, trials))
+    if not (x.shape == k.shape == n.shape) or x.ndim != 1 or np.unique(x).size < 2:
+        raise ValueError(f"deltas, successes, trials must be equal-length 1-d arrays with at least 2 "
+                         f"distinct deltas, got shapes {x.shape}, {k.shape}, {n.shape}")
+    if not (np.all(np.isfinite(x)) and np.all(n >= 1) and np.all((0 <= k) & (k <= n))):
+        raise ValueError("deltas must be finite, trials >= 1 and 0 <= successes <= trials")
+    if np.all(k == 0) or np.all(k == n):
+        return math.nan  # δ_50 outside the points, as in probit_fit
     span = max(float(x.max() - x.min()), 0.05)
     ranges = ((float(x.min()) - span, float(x.max()) + span),
               (math.log(1e-3 * span), math.log(10 * span)))
@@ -363,6 +376,8 @@ def search_delta_50(run_batch: Callable[[float, int], tuple[int, int]], *, start
     """
     if not (math.isfinite(start) and DELTA_RANGE[0] <= start <= DELTA_RANGE[1]):
         raise ValueError(f"start must lie in {list(DELTA_RANGE)}, got {start!r}")
+    if error not in ("bootstrap", "posterior"):  # before any batch runs
+        raise ValueError(f"error must be 'bootstrap' or 'posterior', got {error!r}")
     counts: dict[float, list[int]] = {}
     nbatch: dict[float, int] = {}
     log: list[tuple[float, int, int, int]] = []
