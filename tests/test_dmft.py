@@ -791,3 +791,56 @@ def test_stein_regression_coefficients_are_least_squares_on_the_non_null_innovat
         np.testing.assert_allclose(gam[0, nn], ref, rtol=1e-9, atol=1e-12)
         assert np.all(gam[0, null_mask[: t + 1]] == 0.0)
     assert est.regressed.all()
+
+
+@pytest.mark.parametrize("m, lam", [(1, 0.0), (2, 0.0), (1, 0.05)])
+def test_compact_history_is_the_full_solve(m: int, lam: float) -> None:
+    """``history="compact"`` keeps each path's memory term at the non-null innovations and
+    advances it by the recursion of ``R`` instead of reading the ``g`` history. Reference: the
+    same float64 forced draw with ``history="full"`` (same seed). The overlaps, cosines,
+    ``R``, ``Γ``, ``Q(t, t)`` and every ``Q`` entry it computes agree to round-off (measured:
+    below 1e-9 of each kernel's largest entry at m = 1); the entries it does not compute
+    (``Q(s, u)``, ``u`` null, ``s ≥ u + 2``; ``Cg`` off its diagonal blocks) are NaN, and
+    the run has null innovations (about four steps in five at m = 1), so the test covers the
+    skipping. It rests on the Stein ``Γ`` being zero at null innovations: checked too. The
+    ridge ``λ`` enters the recursion of the memory term: one case has it."""
+    p = Problem.build(target="z**2 - 1", activation="gelu", m=m, eta=0.5, steps=60, lam=lam,
+                      M0=np.full((1, m), 0.1).tolist())
+    kw = dict(n_paths=4000, seed=5, reflect=(0,), force_samples=3000, force_weights="paired",
+              errors="none", test_loss="none", stein_regression=True)
+    full = solve_dmft(p, 4.0, **kw)
+    comp = solve_dmft(p, 4.0, history="compact", **kw)
+    assert full.ok and comp.ok
+    assert comp.settings["history"] == "compact" and "history" not in full.settings
+    null = full.diagnostics["zero_variance_innovations"]
+    assert null.sum() > 10 and np.array_equal(null, comp.diagnostics["zero_variance_innovations"])
+    for f in ("M", "cosine", "R", "Gamma", "q_diag", "train_loss"):
+        a, b = np.asarray(getattr(full, f)), np.asarray(getattr(comp, f))
+        assert np.array_equal(np.isnan(a), np.isnan(b)), f
+        assert np.nanmax(np.abs(a - b)) <= 1e-7 * np.nanmax(np.abs(a)), f
+    ok = np.isfinite(comp.Q)
+    assert np.abs(comp.Q[ok] - full.Q[ok]).max() <= 1e-8 * np.abs(full.Q).max()
+    # the entries left out: u null (a row of the flattened time-neuron index), s ≥ u + 2
+    T1 = full.Q.shape[0]
+    flat_null = np.zeros(T1 * m, dtype=bool)
+    Gflat = full.Gamma.transpose(0, 2, 1, 3).reshape(T1 * m, T1 * m)
+    for t in range(T1):
+        flat_null[t * m:(t + 1) * m] = np.all(Gflat[:, t * m:(t + 1) * m] == 0, axis=0)
+    Qflat = comp.Q.transpose(0, 2, 1, 3).reshape(T1 * m, T1 * m)
+    step = np.arange(T1 * m) // m
+    if m == 1:  # Γ is zero in exactly the columns of the null innovations
+        assert np.array_equal(flat_null, null == 1)
+    lost = flat_null[None, :] & (step[:, None] >= step[None, :] + 2)
+    assert lost.any() and np.isnan(Qflat[lost]).all()
+    assert np.isfinite(np.diagonal(comp.Q, axis1=0, axis2=1)).all()
+    assert np.isnan(comp.Cg[5, 2]).all() and np.isfinite(comp.Cg[5, 5]).all()
+
+
+def test_compact_history_needs_stein_without_errors() -> None:
+    with pytest.raises(ValueError, match="history='compact' needs method='stein' and errors='none', "
+                                         "got method='stein', errors='replicate'"):
+        DMFTSettings(history="compact")
+    with pytest.raises(ValueError, match="got method='pathwise', errors='none'"):
+        DMFTSettings(history="compact", method="pathwise", errors="none")
+    with pytest.raises(ValueError, match="history must be 'full' or 'compact', got 'short'"):
+        DMFTSettings(history="short")

@@ -304,6 +304,19 @@ class DMFTSettings:
         Stein solve's zero-variance decisions (``null_rtol``), so over hundreds of steps a
         single solve's kernels can move by a few percent, as another seed moves them
         (``docs/findings.md`` §7: the success curve of ``dmftsolve transition`` did not move).
+    history : {"full", "compact"}
+        What each path keeps of its past. ``"full"`` (default): the gradients ``g^u`` of
+        every step; each step reads all of them twice, for the memory term of the next
+        fields and for the row ``Cg(t, ·)``. ``"compact"`` (needs ``method="stein"`` and
+        ``errors="none"``): the memory terms ``−(η/δ) Σ_u R(v, u+1) g^u`` at the steps ``v``
+        whose innovation is not null, advanced by the recursion of ``R``
+        (:meth:`_Run._compact_pass`). The Stein ``Γ`` is zero at null innovations, so these
+        are all that the next memory term and the kernel rows ``Q(t+1, ·)`` that later steps
+        read need; at width 1 about one step in five is kept. The overlaps, cosines,
+        ``Q(t, t)``, ``R`` and ``Γ`` are those of ``"full"`` up to round-off; ``Cg`` outside
+        its diagonal blocks and the entries ``Q(s, u)`` with ``u`` null and ``s ≥ u + 2`` are
+        not computed (NaN). For callers that need the overlaps and cosines only
+        (:func:`dmftsolve.thresholds.finite_d_transition.solve_draw`).
     progress : bool
         Show a tqdm progress bar.
     blas_threads : int or None
@@ -343,6 +356,7 @@ class DMFTSettings:
     stop_cosine: float | None = None
     stop_directions: tuple[int, ...] = ()
     path_dtype: Literal["float64", "float32"] = "float64"
+    history: Literal["full", "compact"] = "full"
     progress: bool = False
     blas_threads: int | None = 1
     throw: bool = True
@@ -377,6 +391,11 @@ class DMFTSettings:
             raise ValueError(f"stop_cosine must be a number in (0, 1) or None, got {self.stop_cosine!r}")
         if self.path_dtype not in ("float64", "float32"):
             raise ValueError(f"path_dtype must be 'float64' or 'float32', got {self.path_dtype!r}")
+        if self.history not in ("full", "compact"):
+            raise ValueError(f"history must be 'full' or 'compact', got {self.history!r}")
+        if self.history == "compact" and (self.method != "stein" or self.errors != "none"):
+            raise ValueError("history='compact' needs method='stein' and errors='none', got "
+                             f"method={self.method!r}, errors={self.errors!r}")
         if self.quenched_labels and self.force_samples is None:
             raise ValueError("quenched_labels=True needs force_samples (the number n of samples), got None")
         for name in ("antithetic", "stein_regression", "progress", "throw", "quenched_labels"):
@@ -478,6 +497,8 @@ class DMFTSettings:
                "quenched_labels": self.quenched_labels}
         if self.path_dtype != "float64":  # recorded only when used (older records keep their keys)
             out["path_dtype"] = self.path_dtype
+        if self.history != "full":  # recorded only when used
+            out["history"] = self.history
         if self.stop_cosine is not None:  # recorded only when used (older records keep their keys)
             out["stop_cosine"] = float(self.stop_cosine)
             out["stop_directions"] = list(self.stop_directions)
@@ -817,7 +838,12 @@ class _Run:
         # over the g history as this step's E[g^t g^u] (:meth:`_history_pass`)
         self.memory_next: tuple[int, np.ndarray] | None = None
         self.mean_weights = np.full(N, 1.0 / N)  # E over the paths as a matrix-vector product
-        self.Gh = np.zeros((Tm1, N), dtype=dt)  # g^t (m rows a step), every path
+        # history="compact": the memory terms at the non-null innovations (rows in the order of
+        # Z) instead of the g history, and the current memory term (:meth:`_compact_pass`)
+        self.compact = cfg.history == "compact"
+        self.Gh = np.zeros((0 if self.compact else Tm1, N), dtype=dt)  # g^t (m rows a step), every path
+        self.Mh = np.zeros((Tm1 if self.compact else 0, N), dtype=dt)
+        self.mem = np.zeros((m, N))
         self.loss_paths = np.zeros(N)  # ℓ(y, V^t) of each path at the current step (from _fields)
         self.Qb, self.Rb = np.zeros((Tm2, Tm2)), np.zeros((Tm2, Tm2))
         self.Gb, self.Gb_err = np.zeros((Tm1, Tm1)), np.zeros((Tm1, Tm1))
@@ -936,7 +962,10 @@ class _Run:
         # holds 1 on their diagonal, are left out), expanded to the paths
         Lrow = self.Lb[blk][:, self.z_rows[:n1]]
         V = self.M[t].T @ self.Vstar + self._expand(Lrow.astype(dt) @ self.Z[:n1])  # (m, N)
-        if self.memory_next is not None and self.memory_next[0] == t:
+        if self.compact:
+            V += self.mem  # −(η/δ) Σ_{u<t} R(t, u+1) g^u, from the recursion of _compact_pass
+            self.Mh[n0:n1] = self.mem[keep]  # kept where the innovation is not null
+        elif self.memory_next is not None and self.memory_next[0] == t:
             V += self.memory_next[1]  # from the previous step's pass over the history
         elif t > 0:  # −(η/δ) Σ_{u<t} R(t, u+1) g^u
             V += (-(self.eta / self.delta) * self.Rb[blk, m:t1m]).astype(dt) @ self.Gh[:tm]
@@ -967,7 +996,8 @@ class _Run:
         m, B, nb, nz = self.m, self.B, self.nb, self.n_base
         tm, t1m = t * m, (t + 1) * m
         dt = self.Z.dtype
-        self.Gh[tm:t1m] = g
+        if not self.compact:
+            self.Gh[tm:t1m] = g
         g_b = g.reshape(m, B, nb).transpose(1, 0, 2)  # (B, m, nb)
         # E[g^t ζ^u] over the paths is contract(g)·ζ^u over the distinct columns, and
         # E[ζ^t ζ^u] the mean over the distinct columns (the copies' signs square to 1)
@@ -977,7 +1007,8 @@ class _Run:
         if self.pooled_only:  # one "batch": the pooled moments (the mean of equal batches)
             mom = np.zeros((1, 2 * m, t1m), dtype=dt)
             mom[0][:, rows] = (self.Z[:nzr] @ gzz.T).T / B  # (2m, n_z)
-            gg = None if self.fuse_history else (self.Gh[:t1m] @ g.T.astype(dt, copy=False)).T[None] / self.N
+            gg = None if self.fuse_history or self.compact else \
+                (self.Gh[:t1m] @ g.T.astype(dt, copy=False)).T[None] / self.N
             # the mean of the equal batches' means, as a matrix-vector product: g is the
             # transpose of an (N, m) array, and numpy's reduction over it took 0.2 ms at m = 2
             gmean = (g @ self.mean_weights)[None]
@@ -1064,15 +1095,69 @@ class _Run:
         self.memory_next = (t + 1, mem)
         return gg.T[None] / (self.N * self.delta)
 
-    def _advance(self, t: int, Gam: np.ndarray, Gam_b: np.ndarray, Cn_b: np.ndarray,
-                 EVg_b: np.ndarray, g_b: np.ndarray, R_row: np.ndarray) -> bool:
+    def _compact_pass(self, t: int, g: np.ndarray, Gam: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``history="compact"``: the row ``E[g^t mem_jᵀ]`` (``(m, (t+1)m)``, zero where not
+        needed) and ``Cg(t, t)/δ``; for ``t < T`` it also advances the memory term to ``t+1``.
+
+        With ``mem_v = −(η/δ) Σ_{u<v} R(v, u+1) g^u`` (the memory term of the fields at ``v``),
+        the recursion ``R(t+1, ·) = R(t, ·) − η (Γ(t, ·) + λ) R`` (:meth:`_next_R_row`) gives
+
+            mem_{t+1} = mem_t − η Σ_v (Γ(t, v) + λ δ_{vt}) mem_v − (η/δ) g^t,
+
+        and the term ``−η Σ_{u<t} Cg(t, u) R(j, u+1)/δ`` of ``Q(t+1, j)`` (``Nrow`` of
+        :meth:`_advance`) is ``E[g^t mem_jᵀ]``. The Stein ``Γ(t, v)`` is zero at null
+        innovations ``v``, and ``Q(t+1, j)`` is read later only at non-null ``j`` (the Cholesky
+        rows, ``Γ Q``) and at ``j = t`` (the next ``Q(t+1, t+1)``), so both products need the
+        memory terms at the non-null innovations only: one pass over ``n_z × N`` instead of
+        ``(t+1)m × N``, in column blocks as :meth:`_history_pass`."""
+        m, N = self.m, self.N
+        tm, t1m = t * m, (t + 1) * m
+        dt = self.Z.dtype
+        nz = self.n_z
+        rows = self.z_rows[:nz]
+        S = self.Mh[:nz]
+        gv = np.ascontiguousarray(g, dtype=dt)
+        Egm = np.zeros((m, nz))
+        advance = t < self.T
+        if advance:
+            Gz = (-self.eta * Gam[:, rows]).astype(dt)  # (m, n_z)
+            P = np.zeros((m, N), dtype=dt)
+        if nz:
+            width = max(256, (1 << 22) // max(1, nz * S.itemsize))
+            for j in range(0, N, width):
+                blk = S[:, j:j + width]
+                if m <= self.GEMV_MAX_WIDTH:
+                    for i in range(m):
+                        Egm[i] += blk @ gv[i, j:j + width]
+                        if advance:
+                            P[i, j:j + width] = Gz[i] @ blk
+                else:
+                    Egm += (blk @ gv[:, j:j + width].T).T
+                    if advance:
+                        P[:, j:j + width] = Gz @ blk
+        Nrow = np.zeros((m, t1m))
+        Nrow[:, rows] = Egm / N
+        Nrow[:, tm:t1m] = (g @ self.mem.T) / N  # the memory term of step t itself, in float64
+        Ctt = (g @ g.T) / (N * self.delta)
+        if advance:
+            self.mem = ((1.0 - self.eta * self.lam) * self.mem + P
+                        - (self.eta / self.delta) * g)
+        return Nrow, Ctt
+
+    def _advance(self, t: int, Gam: np.ndarray, Gam_b: np.ndarray, Cn_b: np.ndarray | None,
+                 EVg_b: np.ndarray, g_b: np.ndarray, R_row: np.ndarray,
+                 compact: tuple[np.ndarray, np.ndarray] | None = None) -> bool:
         """Store row ``t`` of ``Γ, Cg`` and advance ``Q, R, M, b`` to ``t+1``; False if non-finite.
 
         The per-batch arrays (``Gam_b, Cn_b, EVg_b``) are advanced beside the pooled ones for
-        the batch errors; with ``errors="none"`` only the pooled ones are."""
+        the batch errors; with ``errors="none"`` only the pooled ones are. ``compact``: the
+        ``(E[g^t memᵀ], Cg(t,t)/δ)`` of :meth:`_compact_pass` in place of ``Cn_b``."""
         m, eta, lam, held, eye = self.m, self.eta, self.lam, self.held, self.eye
         blk, blk2 = self._blk(t), self._blk(t + 1)
         tm, t1m = t * m, (t + 1) * m
+        if compact is not None:  # Cg(t, ·) is known on its diagonal block only
+            Cn_b = np.full((1, m, t1m), np.nan)
+            Cn_b[0, :, tm:t1m] = compact[1]
         Cn, EVg = Cn_b.mean(axis=0), EVg_b.mean(axis=0)
         if self.pooled_only:
             Gam_b, Cn_b, EVg_b = Gam_b[:0], Cn_b[:0], EVg_b[:0]
@@ -1085,7 +1170,10 @@ class _Run:
         Gt[:, :, tm:t1m] += lam * eye
         Cs = np.concatenate([Cn[None], Cn_b])
         Qtt_ = self.Qb[:t1m, :t1m]
-        Nrow = -eta * (Cs[:, :, :tm] @ self.Rb[:t1m, m:t1m].T)  # (B+1, m, t1m); R(u, b+1) blocks
+        if compact is None:
+            Nrow = -eta * (Cs[:, :, :tm] @ self.Rb[:t1m, m:t1m].T)  # (B+1, m, t1m); R(u, b+1) blocks
+        else:
+            Nrow = compact[0][None]
         GQ = Gt @ Qtt_
         F = Nrow + GQ  # E[φ ω^{≤tᵀ}]
         GtT = Gt.transpose(0, 2, 1)
@@ -1128,7 +1216,7 @@ class _Run:
         self.out["cosine"][t] = cos[0]
         if t + 1 <= self.T:
             self.out["cosine_err"][t + 1] = _batch_se(cos[1:, None])[0]
-        return all(np.all(np.isfinite(a)) for a in (Gam, Cn, Qnext[0], Qrow, Mnext_all,
+        return all(np.all(np.isfinite(a)) for a in (Gam, Cn[:, tm:t1m], Nrow, Qnext[0], Qrow, Mnext_all,
                                                     self.Rb[blk2, :t1m], self.bvec[t + 1]))
 
     def _lost_psd(self, t: int) -> str:
@@ -1190,9 +1278,12 @@ class _Run:
             step, Cn_b, EVg_b, g_b = self._moments(t, z, g, null, D)
             Gam, Gam_b = self.estimator.row(step)
             R_row = self._next_R_row(t, Gam)  # R(t+1, ≤t)
-            if Cn_b is None:  # errors="none": E[g g] and the next memory term in one pass
+            compact = None
+            if self.compact:  # the memory terms at the non-null innovations, one pass
+                compact = self._compact_pass(t, g, Gam)
+            elif Cn_b is None:  # errors="none": E[g g] and the next memory term in one pass
                 Cn_b = self._history_pass(t, g, R_row)
-            finite = self._advance(t, Gam, Gam_b, Cn_b, EVg_b, g_b, R_row)
+            finite = self._advance(t, Gam, Gam_b, Cn_b, EVg_b, g_b, R_row, compact)
             self.out["test_loss"][t], self.out["test_loss_err"][t] = _test_loss(
                 self.problem, self.cfg.test_loss, self.M[t], self.Qb[blk, blk],
                 self.bvec[t] if self.problem.bias else None, self.test)
@@ -1213,7 +1304,15 @@ class _Run:
         def blocks(A: np.ndarray) -> np.ndarray:
             return A[: n1 * m, : n1 * m].reshape(n1, m, n1, m).transpose(0, 2, 1, 3).copy()
 
-        Qk, Rk, Gk, Ck, Gek = (blocks(A) for A in (self.Qb, self.Rb, self.Gb, self.Cb, self.Gb_err))
+        Qfull = self.Qb
+        if self.compact:  # Q(s, u) with u null and s ≥ u + 2 was not computed (_compact_pass)
+            idx = np.arange(self.Qb.shape[0])
+            step = idx // m
+            nm = np.zeros(idx.size, dtype=bool)
+            nm[: self.null_mask.size] = self.null_mask
+            lost = nm[None, :] & (step[:, None] >= step[None, :] + 2)
+            Qfull = np.where(lost | lost.T, np.nan, self.Qb)
+        Qk, Rk, Gk, Ck, Gek = (blocks(A) for A in (Qfull, self.Rb, self.Gb, self.Cb, self.Gb_err))
         Mk, bk = self.M[:n1].copy(), self.bvec[:n1].copy()
         out = self.out
         cos_dir = self.cos_dir.copy()

@@ -32,7 +32,7 @@ def main() -> dict[str, Any]:
     orig = dm._Run._advance
 
     def advance(self: Any, t: int, Gam: np.ndarray, Gam_b: np.ndarray, Cn_b: np.ndarray,
-                EVg_b: np.ndarray, g_b: np.ndarray) -> bool:
+                EVg_b: np.ndarray, g_b: np.ndarray, *rest: Any) -> bool:
         m, eta = self.m, self.eta
         tm, t1m = t * m, (t + 1) * m
         Q = self.Qb[:t1m, :t1m]
@@ -44,7 +44,7 @@ def main() -> dict[str, Any]:
         acc["ng"] += eta**2 * 2 * np.einsum("bi,bi->", dN[:, 0], dG[:, 0]) / (B * (B - 1))
         if t in TIMES:
             rows[t] = (acc["gqg"], acc["ng"])
-        return orig(self, t, Gam, Gam_b, Cn_b, EVg_b, g_b)
+        return orig(self, t, Gam, Gam_b, Cn_b, EVg_b, g_b, *rest)
 
     p = Problem.build(target="z**2 - 1", activation="gelu", eta=0.5, steps=max(TIMES), hold_zero=[0])
     dm._Run._advance = advance

@@ -112,11 +112,11 @@ class _Probe:
             return out
 
         def _advance(self: Any, t: int, Gam: np.ndarray, Gam_b: np.ndarray, Cn_b: np.ndarray,
-                     EVg_b: np.ndarray, g_b: np.ndarray, R_row: np.ndarray) -> bool:
+                     EVg_b: np.ndarray, g_b: np.ndarray, R_row: np.ndarray, *rest: Any) -> bool:
             if probe.mode == "subtract":  # Cν(t,t) enters E[φφ] once: subtract the noise there
-                Cn_b = Cn_b.copy()
+                Cn_b = Cn_b.copy()  # (the full history: this probe does not run on the compact one)
                 Cn_b[:, :, t * self.m:(t + 1) * self.m] -= probe.noise[-1]
-            return advance(self, t, Gam, Gam_b, Cn_b, EVg_b, g_b, R_row)
+            return advance(self, t, Gam, Gam_b, Cn_b, EVg_b, g_b, R_row, *rest)
 
         run._moments, run._advance = _moments, _advance
         try:
