@@ -14,10 +14,13 @@ widths 1 and 2:
   responses by regression on the innovations (``TransitionSettings.stein_regression``);
 * ``--compare gemv``: the history pass with one matrix product per cached block (the
   baseline, 0.5.0) against one matrix-vector product per neuron on blocks of about 4 MiB
-  (``_Run.GEMV_MAX_WIDTH``).
+  (``_Run.GEMV_MAX_WIDTH``);
+* ``--compare compact``: every path's ``g`` history read each step (``history="full"``, the
+  baseline, 0.6) against the memory terms at the non-null innovations only
+  (``history="compact"``, the default since 0.7.0).
 
-Run ``python benchmarks/bench_draw.py [--compare dtype|history|regression|gemv] [--d 2000] [--steps 400]
-[--repeat 3] [--json]``.
+Run ``python benchmarks/bench_draw.py [--compare dtype|history|regression|gemv|compact]
+[--d 2000] [--steps 400] [--repeat 3] [--json]``.
 """
 
 from __future__ import annotations
@@ -37,12 +40,17 @@ from dmftsolve.thresholds.finite_d_transition import TransitionSettings, solve_d
 DELTA = {1: 5.5, 2: 2.5}
 
 #: comparison -> (baseline, default): each a (label, path dtype, fuse the history pass, regress,
-#: widths read by matrix-vector products in the history pass)
+#: widths read by matrix-vector products in the history pass, history)
 VARIANTS = {
-    "dtype": (("float64", "float64", True, True, 4), ("float32", "float32", True, True, 4)),
-    "history": (("two passes", "float32", False, True, 4), ("one pass", "float32", True, True, 4)),
-    "regression": (("plain mean", "float32", True, False, 4), ("regression", "float32", True, True, 4)),
-    "gemv": (("matrix products", "float32", True, True, 0), ("matrix-vector", "float32", True, True, 4)),
+    "dtype": (("float64", "float64", True, True, 4, "full"), ("float32", "float32", True, True, 4, "full")),
+    "history": (("two passes", "float32", False, True, 4, "full"),
+                ("one pass", "float32", True, True, 4, "full")),
+    "regression": (("plain mean", "float32", True, False, 4, "full"),
+                   ("regression", "float32", True, True, 4, "full")),
+    "gemv": (("matrix products", "float32", True, True, 0, "full"),
+             ("matrix-vector", "float32", True, True, 4, "full")),
+    "compact": (("full history", "float32", True, True, 4, "full"),
+                ("compact history", "float32", True, True, 4, "compact")),
 }
 
 
@@ -66,10 +74,11 @@ def main(argv: list[str] | None = None) -> dict:
                 m0 = np.full((1, m), 0.05)
                 times: dict[str, list[float]] = {base[0]: [], new[0]: []}
                 for _ in range(a.repeat):
-                    for label, dtype, fuse, reg, gemv in (base, new):
+                    for label, dtype, fuse, reg, gemv, hist in (base, new):
                         _Run.fuse_history = fuse
                         _Run.GEMV_MAX_WIDTH = gemv
-                        s = TransitionSettings(n_paths=a.paths, path_dtype=dtype, stein_regression=reg)
+                        s = TransitionSettings(n_paths=a.paths, path_dtype=dtype, stein_regression=reg,
+                                               history=hist)
                         t0 = time.perf_counter()
                         r = solve_draw(p, DELTA[m], a.d, 0, m0, s, a.steps)
                         times[label].append(time.perf_counter() - t0)

@@ -365,3 +365,23 @@ def test_draws_regress_on_the_innovations_by_default() -> None:
         assert r.ok
         assert r.settings["stein_regression"] is reg
         assert bool(np.asarray(r.diagnostics["stein_regressed"])[30]) is reg
+
+
+def test_draws_keep_the_compact_history_by_default() -> None:
+    """Since 0.7.0 a draw keeps each path's memory terms at the non-null innovations
+    (``DMFTSettings.history="compact"``) unless ``history="full"``; the setting reaches the
+    draw's DMFT solve and its record. In float64 the two give the same overlaps (reference:
+    the full-history solve, the code of 0.6; measured agreement 1e-9)."""
+    from dmftsolve.thresholds.finite_d_transition import solve_draw
+
+    assert TransitionSettings().history == "compact"
+    with pytest.raises(ValueError, match="history must be 'compact' or 'full', got 'short'"):
+        TransitionSettings(history="short")
+    runs = {}
+    for h in ("compact", "full"):
+        s = TransitionSettings(n_paths=2000, history=h, path_dtype="float64")
+        runs[h] = solve_draw(CENTRED, 6.0, 500, 0, 0.5, s, 40)
+        assert runs[h].ok
+    assert runs["compact"].settings["history"] == "compact" and "history" not in runs["full"].settings
+    np.testing.assert_allclose(runs["compact"].M, runs["full"].M, rtol=0, atol=1e-8)
+    np.testing.assert_allclose(runs["compact"].cosine, runs["full"].cosine, rtol=0, atol=1e-8)

@@ -152,6 +152,15 @@ class TransitionSettings:
         moved from 11.35 ± 0.14 to 11.05 ± 0.15 (GD 10.72 ± 0.15), on ``z² − 1`` from a
         four-seed mean of 7.11 to 6.85 (GD 6.89 ± 0.07), for 7 % more per draw
         (``docs/findings.md`` §9.5). ``False`` gives the draws of 0.4.
+    history : {"compact", "full"}
+        What each draw's paths keep of their past (``DMFTSettings.history``). ``"compact"``
+        (the default since 0.7.0): the memory terms at the non-null innovations, advanced by
+        the recursion of ``R``; a draw reads about a fifth of the history a step at width 1,
+        and is 1.9× cheaper at width 1 and 1.6× at width 2 when run to step 400
+        (``benchmarks/bench_draw.py --compare history``). In float64 its overlaps and
+        cosines agree with ``"full"`` to 1e-9; in float32 both differ from float64 by
+        round-off that flips some zero-variance decisions, by as much as each other.
+        ``"full"`` gives the draws of 0.6.
     """
 
     steps: int | None = None
@@ -170,6 +179,7 @@ class TransitionSettings:
     stop_at_passage: bool = True
     path_dtype: str = "float32"
     stein_regression: bool = True
+    history: str = "compact"
 
     def __post_init__(self) -> None:
         if self.steps is not None:
@@ -203,6 +213,8 @@ class TransitionSettings:
             raise ValueError(f"stein_regression must be True or False, got {self.stein_regression!r}")
         if self.path_dtype not in ("float64", "float32"):
             raise ValueError(f"path_dtype must be 'float32' or 'float64', got {self.path_dtype!r}")
+        if self.history not in ("full", "compact"):
+            raise ValueError(f"history must be 'compact' or 'full', got {self.history!r}")
         if not 0.0 < float(self.success_cosine) < 1.0:
             raise ValueError(f"success_cosine must lie in (0, 1), got {self.success_cosine!r}")
 
@@ -459,6 +471,8 @@ def solve_draw(problem: Problem, delta: float, d: int, k: int, m0: Any,
         kw["path_dtype"] = s.path_dtype
     if s.stein_regression:
         kw["stein_regression"] = True
+    if s.history != "full":
+        kw["history"] = s.history
     return solve_dmft(p, delta, seed=_draw_seed(s.seed, delta, d, k), errors="none",
                       test_loss="none", throw=False, **kw)
 
