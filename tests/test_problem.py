@@ -249,6 +249,17 @@ def test_loss_and_grad_is_loss_value_and_grad(act: str, loss: str) -> None:
     s0, s1 = p.network.sigma_and_derivative(V)
     np.testing.assert_allclose(s0, p.network.sigma(V), rtol=1e-14, atol=0)
     np.testing.assert_allclose(s1, p.network.sigma(V, 1), rtol=1e-14, atol=0)
+    # the same with the neurons on the first axis (the DMFT's layout), C-ordered
+    lv_r, g_r = p.loss_and_grad_rows(y, np.ascontiguousarray(V.T))
+    np.testing.assert_allclose(lv_r, lv, rtol=1e-14, atol=0)
+    np.testing.assert_allclose(g_r, g.T, rtol=1e-14, atol=1e-300)
+    assert g_r.shape == (2, 50) and g_r.flags["C_CONTIGUOUS"]
+
+
+def test_loss_and_grad_rows_checks_the_shape() -> None:
+    p = Problem.build(target="z**2 - 1", m=2)
+    with pytest.raises(ValueError, match=r"V must have shape \(m=2, n\), got shape \(50, 2\)"):
+        p.loss_and_grad_rows(np.zeros(50), np.zeros((50, 2)))
 
 
 def test_joint_compilation_returns_fresh_arrays() -> None:

@@ -971,9 +971,8 @@ class _Run:
             V += (-(self.eta / self.delta) * self.Rb[blk, m:t1m]).astype(dt) @ self.Gh[:tm]
         if self.problem.bias:
             V += self.bvec[t][:, None]
-        lv, g = self.problem.loss_and_grad(self.y, V.T)
+        lv, g = self.problem.loss_and_grad_rows(self.y, V)  # (N,), (m, N) C-ordered
         self.loss_paths = np.asarray(lv, dtype=float)  # the training loss of each path
-        g = np.asarray(g, dtype=float).T  # (m, N)
         return z, V, g
 
     def _train_observables(self, t: int, V: np.ndarray) -> np.ndarray | None:
@@ -1139,9 +1138,11 @@ class _Run:
         Nrow[:, rows] = Egm / N
         Nrow[:, tm:t1m] = (g @ self.mem.T) / N  # the memory term of step t itself, in float64
         Ctt = (g @ g.T) / (N * self.delta)
-        if advance:
-            self.mem = ((1.0 - self.eta * self.lam) * self.mem + P
-                        - (self.eta / self.delta) * g)
+        if advance:  # in place: the rows kept in Mh are copies
+            if self.lam:
+                self.mem *= 1.0 - self.eta * self.lam
+            self.mem += P
+            self.mem -= (self.eta / self.delta) * g
         return Nrow, Ctt
 
     def _advance(self, t: int, Gam: np.ndarray, Gam_b: np.ndarray, Cn_b: np.ndarray | None,
