@@ -79,10 +79,11 @@ biased choice. At widths 1, 3 and 4, 20000 paths were within
 in every case run (plain Stein mean).
 
 Cost: one DMFT run of at most T steps with --paths paths per draw (T = 400,
-d = 2000, float32 path history, a draw that does not escape, one core: about
-0.6 s for one neuron with 20000 paths, 2 s for two neurons with 20000 and 7 s
-with 80000 (0.5.1); less if it escapes; the cost grows like T^2 and with --paths, not
-with d). Draws run on --workers processes.
+d = 2000, float32 path history, compact history, a draw that does not escape,
+one core: about 0.36 s for one neuron with 20000 paths, 0.95 s for two neurons
+with 20000 and 3.5 s with 80000 (0.7.0); less if it escapes; the cost grows with
+--paths and with T times the non-null innovations, not with d). Draws run on
+--workers processes.
 
 --sim FILE.json overlays simulator points in the table and the plot: a JSON object
 {"deltas": [...], "successes": [...], "trials": [...]} (e.g. from `dmftsolve
