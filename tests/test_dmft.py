@@ -261,11 +261,15 @@ def test_errors_none_gives_the_batch_kernels():
     """errors="none" skips the per-batch kernels: Stein's pooled kernels, paths and observables
     are those of errors="batch" (same seed) up to the order of summation (one product over
     all paths instead of the mean of the batches' products; Stein's small pivots amplify it
-    to ~1e-10), and every error is NaN."""
+    to ~1e-10), and every error is NaN. The third case moves ``M`` (no held direction, a
+    warm start): its update pools the batches' ``E[V* gᵀ]``."""
     kw = dict(n_paths=4000, seed=3, steps=8, keep_samples_at=(8,), test_loss="none")
-    for extra in ({}, {"antithetic": False, "stein_regression": True}):
-        a = solve_dmft(GELU, 4.0, errors="batch", **kw, **extra)
-        b = solve_dmft(GELU, 4.0, errors="none", **kw, **extra)
+    moving = Problem.build(target="z**2 - 1", activation="gelu", eta=0.5, steps=8, M0=[[0.3]])
+    for prob, extra in ((GELU, {}), (GELU, {"antithetic": False, "stein_regression": True}),
+                        (moving, {})):
+        a = solve_dmft(prob, 4.0, errors="batch", **kw, **extra)
+        b = solve_dmft(prob, 4.0, errors="none", **kw, **extra)
+        assert prob is GELU or np.abs(a.M[8] - a.M[0]).max() > 0.01
         for f in ("Q", "Gamma", "R", "Cg", "M", "train_loss", "grad_norm", "cosine"):
             np.testing.assert_allclose(getattr(a, f), getattr(b, f), rtol=1e-8, atol=1e-12, err_msg=f)
         np.testing.assert_allclose(a.law(8).D, b.law(8).D, rtol=1e-8, atol=1e-10)  # D = O(1)
@@ -848,3 +852,16 @@ def test_compact_history_needs_stein_without_errors() -> None:
         DMFTSettings(history="compact", method="pathwise", errors="none")
     with pytest.raises(ValueError, match="history must be 'full' or 'compact', got 'short'"):
         DMFTSettings(history="short")
+
+
+@pytest.mark.parametrize("errors", ["none", "batch"])
+def test_overlap_update_is_the_mean_over_all_paths(errors: str) -> None:
+    """``M_1 = M_0 − η E[V* g^{0ᵀ}]`` (no ridge, no force), with the expectation over every path:
+    reference computed here from the kept paths at step 0 (``problem.grad`` of their fields),
+    not from the solver's own moments. A mean over one batch instead moves ``M_1`` by ~1e-2."""
+    p = Problem.build(target="z**2 - 1", activation="gelu", eta=0.5, steps=2, M0=[[0.3]])
+    r = solve_dmft(p, 4.0, n_paths=4000, seed=3, keep_samples_at=(0,), errors=errors, test_loss="none")
+    smp = r.samples(0)
+    g = p.grad(smp["y"], smp["V"])  # (N, 1)
+    ref = 0.3 - 0.5 * float(np.mean(smp["Vstar"][:, 0] * g[:, 0]))
+    assert r.M[1, 0, 0] == pytest.approx(ref, rel=1e-12, abs=1e-14)

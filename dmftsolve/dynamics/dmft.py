@@ -854,6 +854,9 @@ class _Run:
         self.M, self.M_err = np.zeros((T + 2, k, m)), np.zeros((T + 2, k, m))
         self.bvec, self.b_err = np.zeros((T + 2, m)), np.zeros((T + 2, m))  # b_t: 0 without a bias
         self.Q_err = np.zeros((T + 2, m, m))
+        if self.pooled_only:  # errors="none": not estimated (NaN after the start)
+            self.M_err[1:] = np.nan
+            self.Q_err[1:] = np.nan
         self.out = {name: np.full(T + 1, np.nan) for name in _OBSERVABLES}
         self.cos_dir = np.full((T + 1, k), np.nan)
         self.stop_rows = list(cfg.stop_directions) or list(range(k))
@@ -1159,11 +1162,16 @@ class _Run:
         if compact is not None:  # Cg(t, ·) is known on its diagonal block only
             Cn_b = np.full((1, m, t1m), np.nan)
             Cn_b[0, :, tm:t1m] = compact[1]
-        Cn, EVg = Cn_b.mean(axis=0), EVg_b.mean(axis=0)
-        if self.pooled_only:
+        pooled = self.pooled_only  # errors="none": no per-batch arrays (their errors stay NaN)
+        EVg = EVg_b.mean(axis=0)  # (the batches' E[V* gᵀ] are formed even when pooled)
+        if pooled:  # E[g gᵀ] is the pooled one itself
+            Cn = Cn_b[0]
             Gam_b, Cn_b, EVg_b = Gam_b[:0], Cn_b[:0], EVg_b[:0]
+            self.Gb_err[blk, :t1m] = np.nan
+        else:
+            Cn = Cn_b.mean(axis=0)
+            self.Gb_err[blk, :t1m] = _batch_se(Gam_b)
         self.Gb[blk, :t1m] = Gam
-        self.Gb_err[blk, :t1m] = _batch_se(Gam_b)
         self.Cb[blk, :t1m] = Cn * self.delta
         self.Cb[:t1m, blk] = (Cn * self.delta).T
         # stack the overall estimate (index 0) with the per-batch ones
@@ -1194,31 +1202,37 @@ class _Run:
         par_b[:, held, :] = 0.0
         par = EVg + lam * Mt
         par[held, :] = 0.0
-        gn_b = np.sqrt(np.clip((par_b**2).sum(axis=(1, 2)) + np.trace(Ephi[1:], axis1=1, axis2=2),
-                               0.0, None))
         self.out["grad_norm"][t] = math.sqrt(max(float((par**2).sum() + np.trace(Ephi[0])), 0.0))
-        self.out["grad_norm_err"][t] = _batch_se(gn_b[:, None])[0]
+        if not pooled:
+            gn_b = np.sqrt(np.clip((par_b**2).sum(axis=(1, 2)) + np.trace(Ephi[1:], axis1=1, axis2=2),
+                                   0.0, None))
+            self.out["grad_norm_err"][t] = _batch_se(gn_b[:, None])[0]
         self.Qb[blk2, :t1m] = Qrow
         self.Qb[:t1m, blk2] = Qrow.T
         self.Qb[blk2, blk2] = Qnext[0]
         self.Rb[blk2, :t1m] = R_row
         self.Rb[blk2, blk2] = eye
         self.M[t + 1] = Mnext_all
-        self.M_err[t + 1] = _batch_se(Mnext)
+        if not pooled:
+            self.M_err[t + 1] = _batch_se(Mnext)
         if self.problem.bias:  # b_{t+1} = b_t − η E[g^t]
             Eg_batches = g_b.mean(axis=2)  # (B, m)
             self.bvec[t + 1] = self.bvec[t] - eta * Eg_batches.mean(axis=0)
             self.b_err[t + 1] = _batch_se(self.bvec[t][None] - eta * Eg_batches)
-        self.Q_err[t + 1] = _batch_se(Qnext[1:])
-        # cosine at t (all paths) and the batch spread of the cosine at t+1, in one call
-        cos = (largest_cosines(Mt[None], self.Qb[blk, blk][None]) if self.pooled_only else
-               largest_cosines(np.concatenate([Mt[None], Mnext]),
-                               np.concatenate([self.Qb[blk, blk][None], Qnext[1:]])))
-        self.out["cosine"][t] = cos[0]
-        if t + 1 <= self.T:
-            self.out["cosine_err"][t + 1] = _batch_se(cos[1:, None])[0]
-        return all(np.all(np.isfinite(a)) for a in (Gam, Cn[:, tm:t1m], Nrow, Qnext[0], Qrow, Mnext_all,
-                                                    self.Rb[blk2, :t1m], self.bvec[t + 1]))
+        if pooled:
+            self.out["cosine"][t] = largest_cosines(Mt[None], self.Qb[blk, blk][None])[0]
+        else:  # cosine at t (all paths) and the batch spread of the cosine at t+1, in one call
+            self.Q_err[t + 1] = _batch_se(Qnext[1:])
+            cos = largest_cosines(np.concatenate([Mt[None], Mnext]),
+                                  np.concatenate([self.Qb[blk, blk][None], Qnext[1:]]))
+            self.out["cosine"][t] = cos[0]
+            if t + 1 <= self.T:
+                self.out["cosine_err"][t + 1] = _batch_se(cos[1:, None])[0]
+        new = (Gam, Cn[:, tm:t1m], Nrow, Qnext[0], Qrow, Mnext_all, self.Rb[blk2, :t1m], self.bvec[t + 1])
+        # one sum first (an overflowing sum of finite values is checked entry by entry)
+        with np.errstate(over="ignore", invalid="ignore"):
+            total = sum(float(np.sum(a)) for a in new)
+        return math.isfinite(total) or all(np.all(np.isfinite(a)) for a in new)
 
     def _lost_psd(self, t: int) -> str:
         """A message if ``Q(t, t)`` (from the kernel recursion, not a sample moment) has an
