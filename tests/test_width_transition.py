@@ -279,8 +279,8 @@ def test_cli_transition_sim_file_is_checked_before_any_work(tmp_path, capsys) ->
 @pytest.mark.parametrize(("argv", "words"), [
     (["--paths-per-sample", "1e-9", "--delta", "5,6"], "gives 0 kernel paths"),
     (["--delta", "1e-9,2e-9"], "at least 2 samples"),
-    (["--draws", "100000", "--delta", "5,6"], "would take about"),
-    (["--max-draws", "100000"], "would take about"),
+    (["--draws", "100000", "--delta", "5,6,7,8,9,10,11,12,13,14"], "would take about"),
+    (["--max-draws", "100000", "--paths", "400000"], "would take about"),
 ])
 def test_cli_transition_refuses_up_front(argv: list[str], words: str, capsys) -> None:  # noqa: ANN001
     """Inputs that used to be clamped silently, fail with another option's name, or start a

@@ -168,6 +168,19 @@ def _load_sim(path: Path | None) -> dict[str, Any] | None:
         raise CommandError(str(exc), 2) from None
 
 
+def _draw_seconds(problem: Any, n_paths: int, s: Any) -> float:
+    """Rough time of one draw that does not escape (``T`` steps, one core): about 45 ns per
+    path and step at width 1 and 110 ns at width 2 with the float32, compact-history draws of
+    0.7.0 (``python benchmarks/bench_draw.py --compare compact``, T = 400: 0.36 s with 2·10⁴
+    paths, 3.55 s with 8·10⁴ at width 2), hence ``m^1.3``; the full history adds a term
+    growing like ``T²`` (0.61 s at width 1), float64 about 1.6×."""
+    T, m = problem.training.steps, problem.m
+    per = 4.5e-8 * n_paths * T * m**1.3
+    if s.history == "full":
+        per += 4e-11 * n_paths * T * T * m**1.3
+    return per * (1.6 if s.path_dtype == "float64" else 1.0)
+
+
 def _check_transition_cost(args: argparse.Namespace, problem: Any, s: Any) -> None:
     """Refuse (exit 2) or warn before a run whose estimated time or memory is too large: at
     most ``--max-draws`` draws (search) or ``--draws`` per grid point, each one DMFT of
@@ -182,8 +195,8 @@ def _check_transition_cost(args: argparse.Namespace, problem: Any, s: Any) -> No
     draws = s.draws * len(deltas) if args.delta is not None else s.max_draws
     from dmftsolve.cli._common import MAX_SECONDS
 
-    memory, seconds = dmft_cost(problem, N, replicate=False)
-    total = seconds * draws / max(1, s.workers)
+    memory, _ = dmft_cost(problem, N, replicate=False)
+    total = _draw_seconds(problem, N, s) * draws / max(1, s.workers)
     if args.delta is None and total <= MAX_SECONDS:
         total = 0.0  # the search stops long before --max-draws as a rule; its progress shows the time left
     check_cost(args, f"{draws} DMFT draws of {problem.training.steps} steps with up to {N} paths",
