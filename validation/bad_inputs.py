@@ -535,8 +535,8 @@ def _cases() -> list[Case]:
     c.append(_cli(g, "too few", "--draws 1", "input", "--draws", "1"))
     c.append(_cli(g, "clamped", "--paths-per-sample 1e-9 (0 paths)", "input", "--paths-per-sample", "1e-9"))
     c.append(_cli(g, "too few", "--delta 1e-9,2e-9 (0 samples)", "input", "--delta", "1e-9,2e-9"))
-    c.append(_cli(g, "huge", "--draws 100000 --steps 400 (days)", "input", "--draws", "100000", "--steps",
-                  "400"))
+    c.append(_cli(g, "huge", "--draws 100000 on ten δ with --paths 400000 (weeks)", "input", "--draws",
+                  "100000", "--delta", "3,4,5,6,7,8,9,10,11,12", "--paths", "400000"))
     for label, tgt in [("not sign-symmetric (z**3 + z**2)", "z**3 + z**2"),
                        ("no hard direction (z1 + z2**3)", "z1 + z2**3"),
                        ("hard direction not a coordinate (z1 + z2)", "z1 + z2")]:
