@@ -116,15 +116,40 @@ def jsonable(obj: Any) -> Any:
     return obj
 
 
+#: Written by the build (``setup.py``) into an installed copy: the commit it was built from.
+STAMP_FILE = Path(__file__).resolve().parent / "_commit.txt"
+
+
+def _is_commit(text: str) -> bool:
+    return len(text) == 40 and all(c in "0123456789abcdef" for c in text)
+
+
+def stamped_commit(path: Path = STAMP_FILE) -> str | None:
+    """The commit id an installed copy was built from (the file ``path``), else ``None``.
+
+    Examples
+    --------
+    >>> stamped_commit(Path("/nonexistent")) is None
+    True
+    """
+    try:
+        text = path.read_text().strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    return text if _is_commit(text) else None
+
+
 @functools.cache
 def git_commit() -> str | None:
-    """The git commit id of the ``dmftsolve`` checkout this package runs from, else ``None``.
+    """The git commit id of the ``dmftsolve`` code that runs, else ``None``.
 
-    Read once (``git rev-parse HEAD`` in the package directory) and only when
-    that directory's parent is the top of a git work tree, so an installed
-    copy inside some other repository is not stamped with that repository's
-    commit. Never raises: without git, outside a checkout, or on any error it
-    returns ``None``. Uncommitted changes are not recorded.
+    Read once: ``git rev-parse HEAD`` in the package directory when that
+    directory's parent is the top of a git work tree (a checkout, or an
+    editable install), so a copy inside some other repository is not stamped
+    with that repository's commit; otherwise the commit the build stamped an
+    installed copy with (:func:`stamped_commit`; ``pip install .`` from a
+    checkout). Never raises: without either, or on any error, it returns
+    ``None``. Uncommitted changes are not recorded.
 
     Returns
     -------
@@ -139,16 +164,16 @@ def git_commit() -> str | None:
     """
     try:
         here = Path(__file__).resolve().parent
-        out = subprocess.run(["git", "rev-parse", "--show-toplevel", "HEAD"], cwd=here,
-                             capture_output=True, text=True, timeout=10, check=False)
-        if out.returncode != 0:
-            return None
-        top, commit = out.stdout.split()[:2]
-        if Path(top).resolve() != here.parent:
-            return None
-        return commit if len(commit) == 40 and all(c in "0123456789abcdef" for c in commit) else None
+        if (here.parent / ".git").exists():
+            out = subprocess.run(["git", "rev-parse", "--show-toplevel", "HEAD"], cwd=here,
+                                 capture_output=True, text=True, timeout=10, check=False)
+            if out.returncode == 0:
+                top, commit = out.stdout.split()[:2]
+                if Path(top).resolve() == here.parent and _is_commit(commit):
+                    return commit
     except Exception:  # noqa: BLE001 - metadata only: never fail a computation over it
-        return None
+        pass
+    return stamped_commit()
 
 
 def format_pm(value: float | None, err: float | None) -> str:

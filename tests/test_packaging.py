@@ -78,7 +78,8 @@ def test_py_typed_ships() -> None:
 @pytest.mark.slow
 def test_wheel_builds_without_deprecation_warnings(tmp_path: Path) -> None:
     """The check of issue 29: ``pip wheel . --no-deps`` prints no deprecation warning, and the
-    wheel holds the license and the typing marker (builds in an isolated environment)."""
+    wheel holds the license, the typing marker and, built from a checkout, the commit
+    (builds in an isolated environment)."""
     proc = subprocess.run([sys.executable, "-m", "pip", "wheel", str(ROOT), "-w", str(tmp_path),
                            "--no-deps"], capture_output=True, text=True, timeout=600, check=False)
     if proc.returncode != 0:
@@ -89,6 +90,13 @@ def test_wheel_builds_without_deprecation_warnings(tmp_path: Path) -> None:
     assert "dmftsolve/py.typed" in names
     assert any(n.endswith("licenses/LICENSE") for n in names)
     assert wheel.name.startswith(f"dmftsolve-{dmftsolve.__version__}-")
+    # setup.py's build hook stamps the wheel with the checkout's HEAD (results' metadata)
+    git = shutil.which("git")
+    if git is not None and (ROOT / ".git").exists():
+        head = subprocess.run([git, "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True,
+                              check=True).stdout.strip()
+        assert zipfile.ZipFile(wheel).read("dmftsolve/_commit.txt").decode().strip() == head
+    assert not (ROOT / "dmftsolve" / "_commit.txt").exists()  # the source tree is left alone
 
 
 # ------------------------------------------------------------------ the commit of a result
@@ -125,6 +133,30 @@ def test_commit_lookup_ignores_an_enclosing_foreign_repository(tmp_path: Path,
 
     monkeypatch.setattr(results.subprocess, "run", lambda *a, **k: Out())
     assert results.git_commit.__wrapped__() is None
+
+
+def test_stamped_commit_reads_only_a_commit_id(tmp_path: Path) -> None:
+    f = tmp_path / "_commit.txt"
+    assert results.stamped_commit(f) is None  # no file
+    f.write_text("b" * 40 + "\n")
+    assert results.stamped_commit(f) == "b" * 40
+    for bad in ("b" * 39, "B" * 40, "g" * 40, "", "b" * 40 + " extra"):
+        f.write_text(bad)
+        assert results.stamped_commit(f) is None, bad
+
+
+def test_an_installed_copy_reports_the_commit_it_was_built_from(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """Outside a checkout (git fails) the build's stamp is the commit."""
+    def boom(*args: object, **kwargs: object) -> None:
+        raise OSError("no git here")
+
+    stamp = tmp_path / "_commit.txt"
+    stamp.write_text("c" * 40)
+    monkeypatch.setattr(results.subprocess, "run", boom)
+    monkeypatch.setattr(results, "STAMP_FILE", stamp)
+    monkeypatch.setattr(results.stamped_commit, "__defaults__", (stamp,))
+    assert results.git_commit.__wrapped__() == "c" * 40
 
 
 # ------------------------------------------------------------------ reprs show the answer
