@@ -8,6 +8,7 @@ every command takes ``--progress/--no-progress``.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import re
 
 import pytest
@@ -74,10 +75,17 @@ def test_every_command_has_the_one_default_target(command: str) -> None:
 
 
 def test_the_transition_search_defaults_agree() -> None:
-    """``dmftsolve transition`` and :class:`TransitionSettings` stop at the same error."""
+    """``dmftsolve transition`` and :class:`TransitionSettings` run the same search: every
+    setting the command line exposes under the same name has the same default (``draws``
+    was 8 there and 24 in Python until 0.7.1; ``workers`` does not change the result)."""
     from dmftsolve.thresholds.finite_d_transition import TransitionSettings
 
-    assert _parse("transition").tol == TransitionSettings().tol == 0.15
+    cli = vars(_parse("transition"))
+    api = dataclasses.asdict(TransitionSettings())
+    shared = sorted(set(cli) & set(api) - {"workers", "steps"})
+    assert {"draws", "tol", "max_draws", "seed", "construction", "force_weights", "history"} <= set(shared)
+    assert {k: cli[k] for k in shared} == {k: api[k] for k in shared}
+    assert api["tol"] == 0.15 and api["draws"] == 8
 
 
 def test_the_defaults_are_the_documented_ones() -> None:

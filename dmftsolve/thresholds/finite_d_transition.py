@@ -94,7 +94,10 @@ class TransitionSettings:
     steps : int, optional
         GD steps ``T`` (default: the problem's).
     draws : int
-        DMFT draws per δ (stratified ``m_0``, independent path seeds).
+        DMFT draws per δ on a grid, or per batch of the adaptive search (stratified
+        ``m_0``, independent path seeds). Default 8, as ``dmftsolve transition --draws``
+        (24 before 0.7.1: the same seed gave another search in Python than on the
+        command line).
     seed : int
         Root seed; draw ``k`` at ``(δ, d)`` uses ``[seed, round(1000 δ), d, k]``.
     success_cosine : float
@@ -164,7 +167,7 @@ class TransitionSettings:
     """
 
     steps: int | None = None
-    draws: int = 24
+    draws: int = 8
     seed: int = 0
     success_cosine: float = 0.5
     construction: str = "forced"
