@@ -47,6 +47,10 @@ FULL: dict[str, dict[str, Any]] = {
                 "solves": [(n, s) for n in (20_000, 80_000) for s in (3, 4, 5)]},
     "gelu_z2m1": {"d": 1000, "delta": 6.5, "trials": 40, "times": (25, 50, 100, 200, 400),
                   "solves": [(n, s) for n in (20_000, 80_000) for s in (3, 4, 5)] + [(160_000, 3)]},
+    # the uncentred label near its δ_50, with the draws' responses by regression (0.5.0 on):
+    # where does the search's +0.3 at 2·10⁴ paths (z2_path_count.py) sit in the kernels?
+    "gelu_z2": {"d": 1000, "delta": 11.0, "trials": 40, "times": (25, 50, 100, 200, 400),
+                "solves": [(n, s) for n in (20_000, 80_000) for s in range(3, 13)], "stein_regression": True},
 }
 QUICK: dict[str, dict[str, Any]] = {
     "gelu_z2m1": {"d": 60, "delta": 4.0, "trials": 6, "times": (0, 2, 4), "solves": [(2000, 3), (4000, 3)]},
@@ -91,13 +95,16 @@ def gd_restricted(name: str, d: int, delta: float, trials: int, times: tuple[int
 
 
 def dmft_restricted(name: str, delta: float, times: tuple[int, ...], n_paths: int,
-                    seed: int) -> dict[str, Any]:
-    """``Q(t,t)`` and ``E[z² D^t]`` of the restricted DMFT at ``times``."""
+                    seed: int, stein_regression: bool = False) -> dict[str, Any]:
+    """``Q(t,t)`` and ``E[z² D^t]`` of the restricted DMFT at ``times`` (the plain Stein mean,
+    or the responses by regression of the transition's draws)."""
     t0 = time.perf_counter()
     p = problem_of(name, max(times)).replace(hold_zero=[0])
     r = solve_dmft(p, delta, n_paths=n_paths, reflect=(0,), keep_samples_at=tuple(times),
-                   errors="none", test_loss="none", seed=seed, throw=False)
-    out: dict[str, Any] = {"n_paths": n_paths, "seed": seed, "status": r.status.value, "Q": [], "RQ": []}
+                   errors="none", test_loss="none", seed=seed, throw=False,
+                   stein_regression=stein_regression)
+    out: dict[str, Any] = {"n_paths": n_paths, "seed": seed, "status": r.status.value, "Q": [], "RQ": [],
+                           "stein_regression": stein_regression}
     for t in times:
         if not r.ok:
             break
@@ -125,7 +132,8 @@ def run(cfg: dict[str, dict[str, Any]], res: dict[str, Any], save: Any) -> None:
             key = f"{n_paths}|{seed}"
             if key in e["dmft"]:
                 continue
-            e["dmft"][key] = dmft_restricted(name, c["delta"], tuple(c["times"]), n_paths, seed)
+            e["dmft"][key] = dmft_restricted(name, c["delta"], tuple(c["times"]), n_paths, seed,
+                                             c.get("stein_regression", False))
             print(f"{name}: DMFT N={n_paths} seed={seed}, {e['dmft'][key]['seconds']:.0f} s", flush=True)
             save()
 
@@ -138,7 +146,9 @@ def report(res: dict[str, Any]) -> str:
              "RQ = θ*ᵀHθ* = E[z² D^t], the curvature along θ*.", ""]
     for name, e in res.items():
         g = e.get("gd")
-        lines += [f"## {name}, d = {e['d']}, δ = {e['delta']:g}", ""]
+        reg = any(v.get("stein_regression") for v in e["dmft"].values())
+        lines += [f"## {name}, d = {e['d']}, δ = {e['delta']:g}"
+                  + (" (DMFT: responses by regression)" if reg else " (DMFT: plain Stein mean)"), ""]
         head = "| t | GD Q (sd) | " + " | ".join(f"N = {k.split('|')[0]}, seed {k.split('|')[1]}"
                                                  for k in e["dmft"]) + " |"
         lines += [head, "|" + "---|" * (2 + len(e["dmft"]))]
