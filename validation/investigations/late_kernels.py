@@ -50,7 +50,8 @@ FULL: dict[str, dict[str, Any]] = {
     # the uncentred label near its δ_50, with the draws' responses by regression (0.5.0 on):
     # where does the search's +0.3 at 2·10⁴ paths (z2_path_count.py) sit in the kernels?
     "gelu_z2": {"d": 1000, "delta": 11.0, "trials": 40, "times": (25, 50, 100, 200, 400),
-                "solves": [(n, s) for n in (20_000, 80_000) for s in range(3, 13)], "stein_regression": True},
+                "solves": [(n, s) for n in (10_000, 20_000, 40_000, 80_000) for s in range(3, 13)],
+                "stein_regression": True, "solves_plain": [(20_000, s) for s in range(3, 13)]},
 }
 QUICK: dict[str, dict[str, Any]] = {
     "gelu_z2m1": {"d": 60, "delta": 4.0, "trials": 6, "times": (0, 2, 4), "solves": [(2000, 3), (4000, 3)]},
@@ -128,14 +129,40 @@ def run(cfg: dict[str, dict[str, Any]], res: dict[str, Any], save: Any) -> None:
                             f"{label}_sd": sd.tolist()}
             print(f"{name}: GD {c['trials']} trials, {e['gd']['seconds']:.0f} s", flush=True)
             save()
-        for n_paths, seed in c["solves"]:
-            key = f"{n_paths}|{seed}"
+        reg = c.get("stein_regression", False)
+        todo = [(n, s, reg, "") for n, s in c["solves"]] + \
+            [(n, s, False, "|plain") for n, s in c.get("solves_plain", [])]  # the other estimator
+        for n_paths, seed, regression, tag in todo:
+            key = f"{n_paths}|{seed}{tag}"
             if key in e["dmft"]:
                 continue
-            e["dmft"][key] = dmft_restricted(name, c["delta"], tuple(c["times"]), n_paths, seed,
-                                             c.get("stein_regression", False))
+            e["dmft"][key] = dmft_restricted(name, c["delta"], tuple(c["times"]), n_paths, seed, regression)
             print(f"{name}: DMFT N={n_paths} seed={seed}, {e['dmft'][key]['seconds']:.0f} s", flush=True)
             save()
+
+
+def _summary(e: dict[str, Any]) -> list[str]:
+    """Mean ± standard error over the seeds of each (N, estimator), against GD."""
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for v in sorted(e["dmft"].values(), key=lambda r: (not r.get("stein_regression"), r["n_paths"])):
+        label = f"N = {v['n_paths']}, " + ("regression" if v.get("stein_regression") else "plain mean")
+        if len(v["Q"]) == len(e["times"]):
+            groups.setdefault(label, []).append(v)
+    g = e.get("gd")
+    out: list[str] = []
+    for q in ("Q", "RQ"):
+        head = f"| t | GD {q} | " + " | ".join(f"{k} ({len(v)} seeds)" for k, v in groups.items()) + " |"
+        out += [head, "|" + "---|" * (2 + len(groups))]
+        for i, t in enumerate(e["times"]):
+            cells = []
+            for v in groups.values():
+                x = np.array([r[q][i] for r in v])
+                se = x.std(ddof=1) / math.sqrt(x.size) if x.size > 1 else float("nan")
+                cells.append(f"{x.mean():.3f} ± {se:.3f}")
+            gq = f"{g[q][i]:.3f} ± {g[q + '_se'][i]:.3f}" if g else "–"
+            out.append(f"| {t} | {gq} | " + " | ".join(cells) + " |")
+        out.append("")
+    return out
 
 
 def report(res: dict[str, Any]) -> str:
@@ -149,6 +176,9 @@ def report(res: dict[str, Any]) -> str:
         reg = any(v.get("stein_regression") for v in e["dmft"].values())
         lines += [f"## {name}, d = {e['d']}, δ = {e['delta']:g}"
                   + (" (DMFT: responses by regression)" if reg else " (DMFT: plain Stein mean)"), ""]
+        if len(e["dmft"]) > 8:  # many seeds: their mean ± standard error per (N, estimator)
+            lines += _summary(e)
+            continue
         head = "| t | GD Q (sd) | " + " | ".join(f"N = {k.split('|')[0]}, seed {k.split('|')[1]}"
                                                  for k in e["dmft"]) + " |"
         lines += [head, "|" + "---|" * (2 + len(e["dmft"]))]
