@@ -13,7 +13,9 @@ HERE = Path(__file__).resolve().parent
 
 
 def _head() -> str | None:
-    """``HEAD`` of the checkout this file is the top of, else ``None`` (never raises)."""
+    """``HEAD`` of the checkout this file is the top of, else ``None`` (never raises). The same
+    check as ``dmftsolve.results.git_commit``, repeated because the build cannot import the
+    package (numpy is not in the isolated build environment)."""
     try:
         out = subprocess.run(["git", "rev-parse", "--show-toplevel", "HEAD"], cwd=HERE,
                              capture_output=True, text=True, timeout=10, check=False)

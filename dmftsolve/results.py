@@ -124,8 +124,9 @@ def _is_commit(text: str) -> bool:
     return len(text) == 40 and all(c in "0123456789abcdef" for c in text)
 
 
-def stamped_commit(path: Path = STAMP_FILE) -> str | None:
-    """The commit id an installed copy was built from (the file ``path``), else ``None``.
+def stamped_commit(path: Path | None = None) -> str | None:
+    """The commit id an installed copy was built from (the file ``path``, default
+    :data:`STAMP_FILE`), else ``None``.
 
     Examples
     --------
@@ -133,7 +134,7 @@ def stamped_commit(path: Path = STAMP_FILE) -> str | None:
     True
     """
     try:
-        text = path.read_text().strip()
+        text = (STAMP_FILE if path is None else path).read_text().strip()
     except (OSError, UnicodeDecodeError):
         return None
     return text if _is_commit(text) else None

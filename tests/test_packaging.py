@@ -155,7 +155,6 @@ def test_an_installed_copy_reports_the_commit_it_was_built_from(tmp_path: Path,
     stamp.write_text("c" * 40)
     monkeypatch.setattr(results.subprocess, "run", boom)
     monkeypatch.setattr(results, "STAMP_FILE", stamp)
-    monkeypatch.setattr(results.stamped_commit, "__defaults__", (stamp,))
     assert results.git_commit.__wrapped__() == "c" * 40
 
 
