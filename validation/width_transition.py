@@ -36,9 +36,9 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from dmftsolve import Problem, __version__
-from dmftsolve.results import jsonable
+from dmftsolve.results import git_commit, jsonable
 from dmftsolve.thresholds.delta50 import probit_fit, search_delta_50
-from dmftsolve.thresholds.finite_d_transition import TransitionSettings, transition
+from dmftsolve.thresholds.finite_d_transition import TransitionSettings, resolve_settings, transition
 
 OUT = Path(__file__).resolve().parent / "results"
 JSON = OUT / "width_transition.json"
@@ -147,6 +147,22 @@ for _of, _start in (("gelu_z2_m2", 5.0), ("gelu_z2m1_m2", 3.5), ("gelu_z2_m1", 6
     CASES[f"{_of}_paths8e4_reg"] = _regression_case(_of, _start, 80_000)
 
 
+def _defaults_case(of: str) -> dict[str, Any]:
+    """Case ``of`` run as ``dmftsolve transition`` runs it today: every
+    :class:`TransitionSettings` default (kernel paths by width, responses by regression, compact
+    history, ``tol`` 0.15, at most 600 draws), theory only (GD: ``of``'s)."""
+    c = {k: v for k, v in CASES[of].items() if k not in ("n_paths", "paths_per_sample", "stein_regression")}
+    return c | {"defaults": True, "theory_only": True, "gd_of": of}
+
+
+#: The six cases of the width comparison (findings §10.1) and two more rows of the results table
+#: (width 1 on ``z²``, ``abs(z)`` at width 2), at the current defaults.
+DEFAULT_CASES = ("gelu_z2m1_m2", "gelu_z2_m2", "quad_z2m1_m2_eta05", "gelu_z2m1_m3", "gelu_z1z2_m2",
+                 "gelu_easyhard_m2", "gelu_z2_m1", "gelu_abs_m2")
+for _of in DEFAULT_CASES:
+    CASES[f"{_of}_defaults"] = _defaults_case(_of)
+
+
 def problem_of(case: str) -> Problem:
     c = CASES[case]
     return Problem.build(target=c["target"], activation=c["activation"], m=c["m"], eta=c["eta"],
@@ -181,11 +197,16 @@ def theory_search(case: str, d: int, *, tol: float, max_draws: int, seed: int, d
     replaces ``n_paths``: N = that × n kernel paths, for the widest networks whose cost grows
     like m²)."""
     p = problem_of(case)
-    n_paths = CASES[case].get("n_paths", n_paths)
-    s = TransitionSettings(draws=draws, seed=seed, tol=tol, max_draws=max_draws, n_paths=n_paths,
-                           start=CASES[case]["start"], paths_per_sample=CASES[case].get("paths_per_sample"),
-                           construction=CASES[case].get("construction", "forced"), workers=workers,
-                           stein_regression=CASES[case].get("stein_regression", False))
+    if CASES[case].get("defaults"):  # the command's defaults; only the seed, start and workers set
+        s = resolve_settings(TransitionSettings(seed=seed, start=CASES[case]["start"], workers=workers), p)
+        draws, tol, max_draws, n_paths = s.draws, s.tol, s.max_draws, s.n_paths
+    else:
+        n_paths = CASES[case].get("n_paths", n_paths)
+        s = TransitionSettings(draws=draws, seed=seed, tol=tol, max_draws=max_draws, n_paths=n_paths,
+                               start=CASES[case]["start"],
+                               paths_per_sample=CASES[case].get("paths_per_sample"),
+                               construction=CASES[case].get("construction", "forced"), workers=workers,
+                               stein_regression=CASES[case].get("stein_regression", False))
     t0 = time.perf_counter()
     c = transition(p, d, None, settings=s, throw=False, progress=True)
     return {"delta_50": c.delta_50, "err": c.delta_50_err, "width": c.width, "status": c.status.value,
@@ -194,7 +215,8 @@ def theory_search(case: str, d: int, *, tol: float, max_draws: int, seed: int, d
             "settings": {"draws": draws, "seed": seed, "tol": tol, "max_draws": max_draws, "n_paths": n_paths,
                          "paths_per_sample": s.paths_per_sample, "construction": s.construction,
                          "workers": workers, "path_dtype": s.path_dtype,
-                         "stein_regression": s.stein_regression, "version": __version__},
+                         "stein_regression": s.stein_regression, "history": s.history,
+                         "version": __version__, "commit": git_commit()},
             "escape_steps": {f"{pt.delta:g}": pt.escape_step for pt in c.points},
             "failed_draws": {f"{pt.delta:g}": len(pt.diagnostics.get("failures", [])) for pt in c.points}}
 
