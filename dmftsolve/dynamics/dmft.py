@@ -134,7 +134,7 @@ import scipy.linalg as sla
 from dmftsolve._blas import blas_threads as blas_threads_limit
 from dmftsolve.dynamics.pathwise import PATHWISE_MAX_BYTES, PathwiseResponse
 from dmftsolve.dynamics.response import ResponseEstimator, StepMoments
-from dmftsolve.dynamics.stein import SteinResponse
+from dmftsolve.dynamics.stein import SteinResponse, control_pairs, label_controls
 from dmftsolve.hessian.law import Law
 from dmftsolve.problem import Problem, check_delta
 from dmftsolve.results import Result, SolverError, Status
@@ -246,6 +246,17 @@ class DMFTSettings:
         coefficients of ``g`` on the innovations (sample Gram instead of ``I``),
         a control variate for the part of ``g`` linear in ``ζ``. Off by
         default: it reduced the spread of ``Γ`` only marginally in the tests.
+    stein_controls : bool
+        With ``stein_regression`` (and ``antithetic``, ``errors="none"``): regress ``g`` on
+        ``f_k(y) ζ^u`` as well as on the innovations ``ζ^u``, for two centred functions of
+        the label, ``f_1 ∝ y − ȳ`` and ``f_2`` (``f_1²`` centred, made orthogonal to
+        ``f_1``), and keep the coefficients of the ``ζ^u``. The products are uncorrelated
+        with every ``ζ^v`` in law (the innovations are independent of the label), so the
+        coefficients estimate the same ``E[g ζᵀ]``, with less noise: the part of ``g``
+        whose response to ``ζ`` changes with the label leaves the residual. On GeLU ``z²``
+        (δ = 11, 2·10⁴ paths, one draw) the summed variance of the coefficients fell 2.7–3×.
+        Needs the label to be the same on every copy of a distinct column (a label
+        symmetric under the reflected directions).
     force_samples : int, optional
         GD's sample size ``n``: the overlap update sees the finite-``n`` gradient along
         ``V*`` as GD does, while the kernels keep the precision of ``N`` paths. The update
@@ -350,6 +361,7 @@ class DMFTSettings:
     null_rtol: float | None = None
     test_loss: Literal["mc", "population", "none"] = "mc"
     stein_regression: bool = False
+    stein_controls: bool = False
     force_samples: int | None = None
     force_weights: Literal["poisson", "paired"] = "poisson"
     quenched_labels: bool = False
@@ -398,7 +410,14 @@ class DMFTSettings:
                              f"method={self.method!r}, errors={self.errors!r}")
         if self.quenched_labels and self.force_samples is None:
             raise ValueError("quenched_labels=True needs force_samples (the number n of samples), got None")
-        for name in ("antithetic", "stein_regression", "progress", "throw", "quenched_labels"):
+        if self.stein_controls and not (self.method == "stein" and self.stein_regression
+                                        and self.antithetic and self.errors == "none"):
+            raise ValueError("stein_controls=True needs method='stein', stein_regression=True, "
+                             f"antithetic=True and errors='none', got method={self.method!r}, "
+                             f"stein_regression={self.stein_regression!r}, "
+                             f"antithetic={self.antithetic!r}, errors={self.errors!r}")
+        for name in ("antithetic", "stein_regression", "stein_controls", "progress", "throw",
+                     "quenched_labels"):
             if not isinstance(getattr(self, name), (bool, np.bool_)):
                 raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
         if not (self.seed is None or isinstance(self.seed, (np.random.SeedSequence, np.random.Generator))):
@@ -475,7 +494,8 @@ class DMFTSettings:
         if self.method == "pathwise":
             n += PathwiseResponse.memory_bytes(n_paths=N, steps=T, m=m) // 8
         elif self.stein_regression:
-            n += SteinResponse.memory_bytes(n_paths=N, n_batches=B, steps=T, m=m, regression=True) // 8
+            n += SteinResponse.memory_bytes(n_paths=N, n_batches=B, steps=T, m=m, regression=True,
+                                            n_controls=2 if self.stein_controls else 0) // 8
         if self.errors == "replicate":  # the main result, and each replicate's Γ kept for the spread
             n += (5 + B) * Tm1 * Tm1
         return 8 * int(n)
@@ -497,6 +517,8 @@ class DMFTSettings:
                "quenched_labels": self.quenched_labels}
         if self.path_dtype != "float64":  # recorded only when used (older records keep their keys)
             out["path_dtype"] = self.path_dtype
+        if self.stein_controls:  # recorded only when used
+            out["stein_controls"] = True
         if self.history != "full":  # recorded only when used
             out["history"] = self.history
         if self.stop_cosine is not None:  # recorded only when used (older records keep their keys)
@@ -760,7 +782,7 @@ def _estimator(cfg: DMFTSettings, B: int, nb: int, T: int, m: int) -> ResponseEs
     if cfg.method == "pathwise":
         return PathwiseResponse(n_batches=B, batch_size=nb, steps=T, m=m)
     return SteinResponse(n_batches=B, batch_size=nb, steps=T, m=m, antithetic=cfg.antithetic,
-                         regression=cfg.stein_regression)
+                         regression=cfg.stein_regression, n_controls=2 if cfg.stein_controls else 0)
 
 
 # --------------------------------------------------------------------------- driver
@@ -844,6 +866,9 @@ class _Run:
         self.Gh = np.zeros((0 if self.compact else Tm1, N), dtype=dt)  # g^t (m rows a step), every path
         self.Mh = np.zeros((Tm1 if self.compact else 0, N), dtype=dt)
         self.mem = np.zeros((m, N))
+        # stein_controls: the label functions f_k and the products w_a w_b (w_0 = 1) on the
+        # distinct columns, for the regressors f_k ζ^u of the Stein regression
+        self.controls, self.control_pairs = self._label_controls(cfg, dt)
         self.loss_paths = np.zeros(N)  # ℓ(y, V^t) of each path at the current step (from _fields)
         self.Qb, self.Rb = np.zeros((Tm2, Tm2)), np.zeros((Tm2, Tm2))
         self.Gb, self.Gb_err = np.zeros((Tm1, Tm1)), np.zeros((Tm1, Tm1))
@@ -914,6 +939,26 @@ class _Run:
 
     def _blk(self, t: int) -> slice:
         return slice(t * self.m, (t + 1) * self.m)
+
+    def _label_controls(self, cfg: DMFTSettings, dt: np.dtype
+                        ) -> tuple[np.ndarray | None, np.ndarray | None]:
+        """``stein_controls``: the label functions ``f_k`` on the distinct columns
+        (``(K, B·n_base)``) and the products ``w_a w_b`` (``a ≤ b``, ``w_0 = 1``, in the order
+        of :func:`~dmftsolve.dynamics.stein.control_pairs`), both in the path dtype; or
+        ``(None, None)``."""
+        if not cfg.stein_controls:
+            return None, None
+        c = self.rep_sign.size
+        yb = self.y.reshape(self.B, c, self.n_base)
+        if not np.array_equal(yb, np.broadcast_to(yb[:, :1], yb.shape)):
+            raise ValueError("stein_controls=True needs the same label on every copy of a distinct "
+                             "column (a label symmetric under the reflected directions)")
+        F = label_controls(yb[:, 0, :].reshape(-1))
+        if F.shape[0] == 0:  # a constant label: nothing to regress on
+            return None, None
+        W = np.vstack([np.ones(F.shape[1]), F])
+        pairs = np.array([W[a] * W[b] for a, b in control_pairs(F.shape[0])], dtype=dt)
+        return F.astype(dt), pairs
 
     # ------------------------------------------------------------------ one step
     def _cholesky_row(self, t: int) -> np.ndarray:
@@ -1003,7 +1048,8 @@ class _Run:
         g_b = g.reshape(m, B, nb).transpose(1, 0, 2)  # (B, m, nb)
         # E[g^t ζ^u] over the paths is contract(g)·ζ^u over the distinct columns, and
         # E[ζ^t ζ^u] the mean over the distinct columns (the copies' signs square to 1)
-        gzz = np.concatenate([self._contract(g) / nb, z / nz], axis=0).astype(dt)  # (2m, B·nz)
+        G = self._contract(g)
+        gzz = np.concatenate([G / nb, z / nz], axis=0).astype(dt)  # (2m, B·nz)
         self.zmean[:, self._blk(t)] = z.reshape(m, B, nz).mean(axis=-1).T * self.rep_sign.mean()
         rows, nzr = self.z_rows[: self.n_z], self.n_z  # the non-null innovations (zero moments elsewhere)
         if self.pooled_only:  # one "batch": the pooled moments (the mean of equal batches)
@@ -1025,11 +1071,18 @@ class _Run:
         mom = mom.astype(float, copy=False)
         gz = mom[:, :m]  # E_b[g^t ζ^{uᵀ}]
         zz = mom[:, m:]  # E_b[ζ^t ζ^{uᵀ}]
+        controls = None
+        if self.controls is not None:  # E[g f_k ζ^u] and, for the new innovations, E[w_a w_b ζ^t ζ^u]
+            Zs = self.Z[:nzr]
+            gw = np.stack([(Zs @ (G * f).astype(dt).T).T for f in self.controls]) / self.N
+            znew = z[~null]
+            zw = np.stack([(Zs @ (znew * w).astype(dt).T).T for w in self.control_pairs]) / (B * nz)
+            controls = (gw.astype(float), zw.astype(float))
         step = StepMoments(
             t=t, m=m, gmean=gmean, gz=gz, zz=zz, zmean=zmean, null=null,
             null_mask=self.null_mask[:t1m].copy(), L=self.Lb[:t1m, :t1m], D=D,
             R_row=self.Rb[self._blk(t), m:t1m], eta_over_delta=self.eta / self.delta,
-            L_nonnull=self.Lc[:nzr, :nzr],
+            L_nonnull=self.Lc[:nzr, :nzr], controls=controls,
         )
         Cn_b = None if gg is None else gg.astype(float, copy=False) / self.delta  # E_b[g^t g^{uᵀ}]/δ
         EVg_b = (self.Vstar_b @ g_b.transpose(0, 2, 1)) / nb  # (B, k, m)

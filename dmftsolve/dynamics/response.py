@@ -62,6 +62,12 @@ class StepMoments:
         Blocks ``R(t, u+1)`` for ``u < t``.
     eta_over_delta : float
         ``η/δ``.
+    controls : tuple of ndarray, or None
+        ``DMFTSettings.stein_controls``: ``(gw, zw)``, the pooled moments ``E[g^t f_k ζ^u]``
+        (shape ``(K, m, n)``) and, for the ``n_t`` non-null innovations of step ``t``,
+        ``E[w_a w_b ζ^t ζ^u]`` (shape ``(P, n_t, n)``, the pairs of
+        :func:`dmftsolve.dynamics.stein.control_pairs`), over the ``n`` non-null innovations
+        ``u ≤ t`` in order.
     """
 
     t: int
@@ -77,6 +83,7 @@ class StepMoments:
     R_row: np.ndarray
     eta_over_delta: float
     L_nonnull: np.ndarray | None = None
+    controls: tuple[np.ndarray, np.ndarray] | None = None
 
 
 class ResponseEstimator(Protocol):

@@ -19,7 +19,44 @@ import scipy.linalg as sla
 
 from dmftsolve.dynamics.response import StepMoments
 
-__all__ = ["SteinResponse"]
+__all__ = ["SteinResponse", "control_pairs", "label_controls"]
+
+
+def label_controls(y: np.ndarray) -> np.ndarray:
+    """The label functions of ``DMFTSettings.stein_controls``: ``f_1 ∝ y − ȳ`` and ``f_2 ∝``
+    ``f_1²`` centred and made orthogonal to ``f_1``, each with mean 0 and mean square 1 over
+    ``y`` (shape ``(K, n)``, ``K ≤ 2``; a function that vanishes is left out).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> F = label_controls(np.array([0.0, 1.0, 4.0, 9.0]))
+    >>> F.shape, np.allclose(F.mean(axis=1), 0), np.allclose(F @ F.T / 4, np.eye(2))
+    ((2, 4), True, True)
+    """
+    y = np.asarray(y, dtype=float)
+    n = y.size
+    out = []
+    f1 = y - y.mean()
+    if f1 @ f1 > 1e-24 * n * max(1.0, float(np.max(np.abs(y))) ** 2):
+        f1 = f1 / np.sqrt(f1 @ f1 / n)
+        out.append(f1)
+        f2 = f1**2 - (f1**2).mean()
+        f2 = f2 - (f2 @ f1) / n * f1
+        if f2 @ f2 > 1e-12 * n:
+            out.append(f2 / np.sqrt(f2 @ f2 / n))
+    return np.array(out).reshape(len(out), n)
+
+
+def control_pairs(K: int) -> list[tuple[int, int]]:
+    """The pairs ``(a, b)``, ``0 ≤ a ≤ b ≤ K``, whose products ``w_a w_b`` (``w_0 = 1``,
+    ``w_k = f_k``) weigh the Gram of the regressors ``w_a ζ^u``, in the order the moments
+    ``StepMoments.controls`` hold them.
+
+    >>> control_pairs(1)
+    [(0, 0), (0, 1), (1, 1)]
+    """
+    return [(a, b) for a in range(K + 1) for b in range(a, K + 1)]
 
 
 class SteinResponse:
@@ -39,14 +76,27 @@ class SteinResponse:
     p_ratio : float
         Regression stops once the regressors (the non-null innovations) exceed this
         fraction of the independent paths.
+    n_controls : int
+        ``K``: with ``K > 0`` (``DMFTSettings.stein_controls``; needs ``regression`` and one
+        pooled estimate) the regressors are ``w_a ζ^u`` for ``a = 0..K`` (``w_0 = 1``, ``w_k``
+        the label functions of :func:`label_controls`), ordered ``(u, a)``; the coefficients
+        of the ``ζ^u`` (``a = 0``) are the estimate. The Gram and the moments come in
+        ``StepMoments.controls``.
     """
 
     needs_D = False
 
     def __init__(self, *, n_batches: int, batch_size: int, steps: int, m: int, antithetic: bool,
-                 regression: bool, p_ratio: float = 0.05) -> None:
+                 regression: bool, p_ratio: float = 0.05, n_controls: int = 0) -> None:
         B, nb = n_batches, batch_size
-        size = (steps + 1) * m
+        self.K1 = n_controls + 1
+        if n_controls and not (regression and B == 1):
+            raise ValueError(f"n_controls={n_controls} needs regression=True and one pooled estimate "
+                             f"(n_batches=1), got regression={regression!r}, n_batches={B}")
+        self.pair_index = np.zeros((self.K1, self.K1), dtype=int)
+        for i, (a, b) in enumerate(control_pairs(n_controls)):
+            self.pair_index[a, b] = self.pair_index[b, a] = i
+        size = (steps + 1) * m * self.K1
         self.antithetic = antithetic
         self.p_ratio = p_ratio
         # index 0 = all paths, 1..B = batches; one batch (errors="none" pools the paths into
@@ -59,9 +109,10 @@ class SteinResponse:
         self.regressed = np.zeros(steps + 1, dtype=bool)
 
     @staticmethod
-    def memory_bytes(*, n_paths: int, n_batches: int, steps: int, m: int, regression: bool) -> int:
+    def memory_bytes(*, n_paths: int, n_batches: int, steps: int, m: int, regression: bool,
+                     n_controls: int = 0) -> int:
         """Bytes of the estimator's own store (the regression Gram factors)."""
-        size = (steps + 1) * m
+        size = (steps + 1) * m * (n_controls + 1)
         return 8 * (1 if n_batches == 1 else n_batches + 1) * size * size if regression else 0
 
     def row(self, step: StepMoments) -> tuple[np.ndarray, np.ndarray]:
@@ -84,7 +135,9 @@ class SteinResponse:
         nn = np.flatnonzero(~nm)  # the non-null innovations; the null ones have zero moments
         k = nn.size
         Sgz = Sgz[:, :, nn]
-        if self.gram is not None:
+        if self.gram is not None and self.K1 > 1:
+            Sgz = self._controlled(Sgz, step, k)
+        elif self.gram is not None:
             keep = np.flatnonzero(~step.null)
             self._extend_gram(Szz[:, keep][:, :, nn], k - keep.size, keep.size)
             for i in np.flatnonzero(self.active):  # c = Sgz Gz^{-1}: OLS coefficients of g on ζ^{≤t}
@@ -102,6 +155,31 @@ class SteinResponse:
             gam[:, nn] = sla.solve_triangular(L, rhs.T, lower=True, trans="T", check_finite=False).T
         gam = gam.reshape(rows, m, t1m)
         return (gam[0], gam) if single else (gam[0], gam[1:])
+
+    def _controlled(self, Sgz: np.ndarray, step: StepMoments, k: int) -> np.ndarray:
+        """``Sgz`` (``(1, m, k)``, the plain moments on the ``k`` non-null innovations) replaced
+        by the coefficients of the ``ζ^u`` in the regression of ``g`` on every ``w_a ζ^u``
+        (``n_controls``), while that regression is active."""
+        assert self.gram is not None and step.controls is not None
+        K1 = self.K1
+        gw, zw = step.controls  # (K, m, k), (P, nk, k)
+        nk = zw.shape[1]
+        # the new regressors (one per new innovation j and weight a) against all: (j, a) x (u, b)
+        rows = zw[self.pair_index]  # (K1, K1, nk, k): [a, b, j, u]
+        rows = rows.transpose(2, 0, 3, 1).reshape(nk * K1, k * K1)
+        self._extend_gram(rows[None], (k - nk) * K1, nk * K1)
+        if self.active[0]:
+            m = Sgz.shape[1]
+            S = np.empty((m, k, K1))
+            S[:, :, 0] = Sgz[0]
+            S[:, :, 1:] = gw.transpose(1, 2, 0)
+            S = S.reshape(m, k * K1)
+            C = self.gram[0, : k * K1, : k * K1]
+            w = sla.solve_triangular(C, S.T, lower=True, check_finite=False)
+            beta = sla.solve_triangular(C, w, lower=True, trans="T", check_finite=False).T
+            Sgz = beta.reshape(1, m, k, K1)[..., 0].copy()
+        self.regressed[step.t] = bool(self.active[0])
+        return Sgz
 
     def _extend_gram(self, Szz: np.ndarray, k: int, nk: int) -> None:
         """Extend, for each estimate still regressing, the Cholesky factor of the sample Gram
