@@ -1,0 +1,204 @@
+"""Is the Stein responses' noise what keeps GeLU ``z²``'s late curvature high at 2·10⁴ paths?
+
+With 2·10⁴ kernel paths the restricted curvature along θ*, ``E[z² D^t]``, ends above GD's at
+t = 400 and falls with 8·10⁴ (``late_kernels.py``, case ``gelu_z2``), and the search's δ_50 on
+``z²`` falls with it (``z2_path_count.py``). The usual suspect is the noise of the Stein
+responses (findings §9.5). This asks it directly: the label control variates of
+``DMFTSettings.stein_controls`` cut that noise about threefold at no change of the paths'
+number, so if the noise were the cause they would move the curvature as more paths do.
+
+* **noise** — one restricted run (GeLU, ``z²``, δ = 11, 2·10⁴ paths, the draws' settings:
+  float32 compact history, responses by regression): at t = 100, 200 and 400 the distinct
+  columns' ``g``, the stored innovations and the labels are kept, and the summed variance of
+  the innovations' least-squares coefficients (``σ̂² tr (XᵀX)⁻¹`` on their block) is computed
+  for the regression on the innovations alone and with the controls ``f_k(y) ζ``;
+* **kernels** — ``Q(t,t)`` and ``E[z² D^t]`` at the same t over ``--seeds`` seeds (default
+  30) for 2·10⁴ paths, 2·10⁴ paths with the controls, and 8·10⁴ paths, against GD's
+  (40 trials of projected GD at d = 1000, stored by ``late_kernels.py``).
+
+Run ``python validation/investigations/stein_controls.py [--seeds 30]`` (about 4 CPU-minutes);
+``--tiny`` runs a small configuration (the test). Output:
+``validation/investigations/results/stein_controls.{md,json}``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from threadpoolctl import threadpool_limits
+
+from dmftsolve import Problem, __version__
+from dmftsolve.dynamics import dmft as dmft_module
+from dmftsolve.dynamics.dmft import solve_dmft
+from dmftsolve.dynamics.stein import label_controls
+from dmftsolve.results import git_commit, jsonable
+
+HERE = Path(__file__).resolve().parent
+OUT = HERE / "results"
+LATE_KERNELS = OUT / "late_kernels.json"
+
+FULL = {"delta": 11.0, "times": (100, 200, 400), "n_paths": 20_000, "big_paths": 80_000, "seeds": 30}
+TINY = {"delta": 6.0, "times": (4, 8), "n_paths": 800, "big_paths": 1600, "seeds": 2}
+
+#: the variants of the kernels part: (paths key, stein_controls)
+VARIANTS = (("n_paths", False), ("n_paths", True), ("big_paths", False))
+
+
+def problem(steps: int) -> Problem:
+    return Problem.build(target="z**2", activation="gelu", eta=0.5, steps=steps).replace(hold_zero=[0])
+
+
+def _solve(cfg: dict[str, Any], n_paths: int, seed: int, controls: bool, keep: tuple[int, ...]) -> Any:
+    """The restricted DMFT with the draws' settings (``TransitionSettings`` defaults)."""
+    return solve_dmft(problem(max(cfg["times"])), cfg["delta"], n_paths=n_paths, reflect=(0,),
+                      keep_samples_at=keep, errors="none", test_loss="none", seed=seed, throw=False,
+                      stein_regression=True, stein_controls=controls, path_dtype="float32",
+                      history="compact")
+
+
+def coefficient_noise(G: np.ndarray, Z: np.ndarray, y: np.ndarray) -> dict[str, float]:
+    """Summed variance of the innovations' coefficients in the least squares of ``G`` (the
+    distinct columns' ``g``, shape ``(n,)``) on the innovations ``Z`` (``(p, n)``), alone and
+    with ``f_k(y) ζ`` (``label_controls``): ``σ̂² tr[(XᵀX)⁻¹]`` over the innovations' block."""
+    W = np.vstack([np.ones(y.size), label_controls(y)])
+    out = {}
+    for name, X in (("var_innovations", Z.T), ("var_controls", np.hstack([w[:, None] * Z.T for w in W]))):
+        XtX = X.T @ X
+        beta = np.linalg.solve(XtX, X.T @ G)
+        r = G - X @ beta
+        s2 = float(r @ r) / (G.size - X.shape[1])
+        out[name] = s2 * float(np.trace(np.linalg.inv(XtX)[: Z.shape[0], : Z.shape[0]]))
+    return out
+
+
+def noise_part(cfg: dict[str, Any], seed: int = 3) -> list[dict[str, Any]]:
+    """:func:`coefficient_noise` at each of ``cfg["times"]`` in one run without the controls."""
+    kept: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+    original = dmft_module._Run._moments
+
+    def keep(self: Any, t: int, z: Any, g: Any, null: Any, D: Any) -> Any:  # noqa: N803
+        if t in cfg["times"]:
+            G = self._contract(g)[0].astype(float)
+            y = self.y.reshape(self.B, self.rep_sign.size, self.n_base)[:, 0, :].reshape(-1)
+            kept[t] = (G, self.Z[: self.n_z].astype(float), y.copy())
+        return original(self, t, z, g, null, D)
+
+    dmft_module._Run._moments = keep  # type: ignore[method-assign]
+    try:
+        r = _solve(cfg, cfg["n_paths"], seed, False, ())
+    finally:
+        dmft_module._Run._moments = original  # type: ignore[method-assign]
+    if not r.ok:
+        raise RuntimeError(f"the restricted run failed: {r.message}")
+    rows = []
+    for t in cfg["times"]:
+        G, Z, y = kept[t]
+        v = coefficient_noise(G, Z, y)
+        rows.append({"t": t, "innovations": Z.shape[0], "columns": G.size, **v,
+                     "ratio": v["var_controls"] / v["var_innovations"]})
+    return rows
+
+
+def kernels_part(cfg: dict[str, Any]) -> dict[str, Any]:
+    """``Q(t,t)`` and ``E[z² D^t]`` over the seeds for each of :data:`VARIANTS`."""
+    times = tuple(cfg["times"])
+    out: dict[str, Any] = {}
+    for key, controls in VARIANTS:
+        label = f"N = {cfg[key]}" + (", controls" if controls else "")
+        rows, failed, t0 = [], [], time.perf_counter()
+        for seed in range(3, 3 + cfg["seeds"]):
+            r = _solve(cfg, cfg[key], seed, controls, times)
+            if not r.ok:
+                failed.append({"seed": seed, "message": r.message})
+                continue
+            rows.append([(float(r.q_diag[t, 0, 0]),
+                          float(np.mean(r.law(t).Vstar[:, 0] ** 2 * r.law(t).D.reshape(-1))))
+                         for t in times])
+        a = np.array(rows)  # (seeds, times, 2)
+        n = a.shape[0]
+        out[label] = {"n_paths": cfg[key], "stein_controls": controls, "runs": n, "failed": failed,
+                      "seconds": time.perf_counter() - t0,
+                      "Q": a[:, :, 0].mean(axis=0), "Q_se": a[:, :, 0].std(axis=0, ddof=1) / math.sqrt(n),
+                      "RQ": a[:, :, 1].mean(axis=0), "RQ_se": a[:, :, 1].std(axis=0, ddof=1) / math.sqrt(n)}
+    return out
+
+
+def gd_reference(times: tuple[int, ...]) -> dict[str, Any] | None:
+    """GD's ``Q(t,t)`` and ``E[z² D^t]`` at ``times`` from ``late_kernels.json`` (case ``gelu_z2``)."""
+    if not LATE_KERNELS.exists():
+        return None
+    e = json.loads(LATE_KERNELS.read_text()).get("gelu_z2")
+    if not e or not set(times) <= set(e["times"]):
+        return None
+    idx = [list(e["times"]).index(t) for t in times]
+    g = e["gd"]
+    return {"trials": g["trials"], **{k: [g[k][i] for i in idx] for k in ("Q", "Q_se", "RQ", "RQ_se")}}
+
+
+def report(res: dict[str, Any]) -> str:
+    cfg = res["config"]
+    times = cfg["times"]
+    lines = ["# Does less Stein noise lower GeLU `z²`'s late curvature? (label control variates)", "",
+             f"Generated by `python validation/investigations/stein_controls.py` (dmftsolve "
+             f"{res['version']}, {res['seconds']:.0f} s). Restricted DMFT (hard overlap held at 0), "
+             f"GeLU, `y = z²`, η = 0.5, δ = {cfg['delta']:g}, the draws' settings (float32 compact "
+             "history, responses by regression); controls: `DMFTSettings.stein_controls`.", "",
+             f"## The noise of the innovations' coefficients (one run, N = {cfg['n_paths']} paths, "
+             "seed 3)", "",
+             "| t | innovations | distinct columns | summed variance, innovations alone | with the controls "
+             "| ratio |", "|---|---|---|---|---|---|"]
+    for r in res["noise"]:
+        lines.append(f"| {r['t']} | {r['innovations']} | {r['columns']} | {r['var_innovations']:.3g} | "
+                     f"{r['var_controls']:.3g} | {r['ratio']:.2f} |")
+    head = " / ".join(f"t = {t}" for t in times)
+    lines += ["", f"## The restricted kernels over seeds 3–{2 + cfg['seeds']}", "",
+              "Mean ± standard error over the seeds; GD: 40 trials of projected GD at d = 1000 "
+              "(`late_kernels.py`).", "",
+              f"| run | runs | E[z² D^t]: {head} | Q(t,t): {head} |", "|---|---|---|---|"]
+
+    def cells(v: dict[str, Any], key: str) -> str:
+        return " / ".join(f"{m:.4f} ± {s:.4f}" if key == "RQ" else f"{m:.3f} ± {s:.3f}"
+                          for m, s in zip(v[key], v[key + "_se"], strict=True))
+
+    for label, v in res["kernels"].items():
+        fail = f" ({len(v['failed'])} failed)" if v["failed"] else ""
+        lines.append(f"| {label} | {v['runs']}{fail} | {cells(v, 'RQ')} | {cells(v, 'Q')} |")
+    if res.get("gd"):
+        lines.append(f"| GD (d = 1000) | {res['gd']['trials']} trials | {cells(res['gd'], 'RQ')} | "
+                     f"{cells(res['gd'], 'Q')} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--seeds", type=int, default=None, help="seeds per variant (default 30)")
+    ap.add_argument("--tiny", action="store_true", help="a small configuration, not stored (the test)")
+    a = ap.parse_args(argv)
+    cfg = dict(TINY if a.tiny else FULL)
+    if a.seeds is not None:
+        if a.seeds < 2:
+            ap.error(f"--seeds must be at least 2, got {a.seeds}")
+        cfg["seeds"] = a.seeds
+    t0 = time.perf_counter()
+    with threadpool_limits(1):
+        noise = noise_part(cfg)
+        kernels = kernels_part(cfg)
+    res = {"version": __version__, "commit": git_commit(), "config": cfg, "noise": noise,
+           "kernels": kernels, "gd": None if a.tiny else gd_reference(tuple(cfg["times"])),
+           "seconds": time.perf_counter() - t0}
+    res = jsonable(res)
+    if not a.tiny:
+        OUT.mkdir(parents=True, exist_ok=True)
+        (OUT / "stein_controls.json").write_text(json.dumps(res, indent=1))
+        (OUT / "stein_controls.md").write_text(report(res))
+    return res
+
+
+if __name__ == "__main__":
+    main()
