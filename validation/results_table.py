@@ -719,7 +719,8 @@ def width_section() -> str:
     return ("## Threshold against width, and targets with easy and hard directions\n\n"
             "![GD's δ_50 and the theory's against the width m, GeLU and r² on z² − 1 at d = 1000]"
             "(../validation/results/figures/width.png)\n\n"
-            "Figure: `python validation/figures/width.py`. Table: `python validation/width_transition.py "
+            "Figure: `python validation/figures/width.py` (the theory at m = 2 and 3: the `_defaults` "
+            "searches). Table: `python validation/width_transition.py "
             "--report` (the searches: `--side theory` and `--side gd`, `--ds 1000` or `2000`, "
             "`--only NAME`). Findings: `docs/findings.md` §10.\n" + body)
 

@@ -344,7 +344,10 @@ def report(data: dict[str, Any]) -> str:
              "`width_transition.json`. Both sides: the self-bracketing search of "
              "`dmftsolve.thresholds.delta50` and the success criterion of `dmftsolve.success` (every "
              "hard direction's projection onto span(W) above 1/2 by step T). Theory: "
-             "`dmftsolve transition` (paired weights, 2·10⁴ paths, batches of 8 draws); GD: float32, "
+             "`dmftsolve transition` (paired weights, batches of 8 draws; 2·10⁴ kernel paths and the "
+             "plain Stein mean unless the case's name says otherwise: `_paths8e4` 8·10⁴ paths, `_reg` "
+             "responses by regression, `_defaults` every default of the command, recorded with each "
+             "search's version: 8·10⁴ paths at width 2, responses by regression); GD: float32, "
              "batches of 20 trials, cosines every 5 steps. δ_50: the probit's maximum likelihood ± its "
              "posterior standard deviation (flat priors on δ_50 and log w; "
              "`probit_fit(shrink=\"fit\", error=\"posterior\")`, the search's error since 0.6.0).", "",

@@ -6,8 +6,10 @@ both sides by the same self-bracketing search and success criterion, refitted wi
 400 steps) and r² neurons, second-layer weights 1. The r² points use a step GD survives at
 each width (η = 0.1 and 600 steps at m = 1; 0.05 and 600 at m = 2–3; 0.025 and 1200 at m = 4):
 at η = 0.1, GD diverges at widths 2–4 (``docs/findings.md`` §10.1). A hollow marker is a
-search with failed DMFT draws or diverged GD trials. A point that was not run is left out;
-the table under the figure in ``docs/results.md`` lists the same numbers.
+search with failed DMFT draws or diverged GD trials. The theory's point is the case run with
+the defaults of ``dmftsolve transition`` (``<case>_defaults``, 0.7.1) where that was run (m = 2
+and 3), else the case's own search (m = 4, earlier versions). A point that was not run is left
+out; the table under the figure in ``docs/results.md`` lists the same numbers.
 
 Run: ``python validation/figures/width.py [--out validation/results/figures/width.png]``.
 """
@@ -50,6 +52,8 @@ def points(data: dict[str, Any], cases: dict[int, str], side: str,
     out = []
     for m, case in sorted(cases.items()):
         raw = data.get(f"{case}|{d}|{side}")
+        if side == "theory" and f"{case}_defaults|{d}|theory" in data:  # as the command runs today
+            raw = data[f"{case}_defaults|{d}|theory"]
         v = _refit(raw)
         if v is not None and math.isfinite(v["delta_50"]):
             bad = sum((raw.get("failed_draws") or {}).values()) + sum((raw.get("diverged") or {}).values())
