@@ -1,6 +1,9 @@
-"""The Stein regression with label control variates (``DMFTSettings.stein_controls``)."""
+"""The Stein regression with label control variates (``DMFTSettings.stein_controls``) and
+cross-fitted (``DMFTSettings.stein_crossfit``)."""
 
 from __future__ import annotations
+
+import dataclasses
 
 import numpy as np
 import pytest
@@ -148,3 +151,45 @@ def test_a_run_with_controls_follows_the_run_without() -> None:
     assert abs(np.mean(diffs)) < 3 * se
     assert np.mean(q) - 1.0 > 0.5  # the kernels moved from Q(0, 0) = 1
     assert b.settings["stein_controls"] is True
+
+
+def test_crossfit_is_the_closed_form_of_the_two_halves() -> None:
+    """``½ Σ_h [S_h − β_{h'} (G_h − I)]`` with ``β_{h'} = S_{h'} G_{h'}⁻¹``, against the same
+    formula in numpy on the two halves of synthetic columns, at every step (null steps
+    included); the pooled plain mean is the mean of the halves' moments."""
+    rng = np.random.default_rng(3)
+    T, n = 8, 4000
+    null_steps = {3, 4}
+    zeta = rng.standard_normal((T + 1, n))
+    zeta[sorted(null_steps)] = 0.0
+    est = SteinResponse(n_batches=1, batch_size=n, steps=T, m=1, antithetic=True, regression=True,
+                        p_ratio=1.0, crossfit=True)
+    null_mask = np.zeros(T + 1, dtype=bool)
+    h = n // 2
+    for t in range(T + 1):
+        null_mask[t] = t in null_steps
+        g = np.tanh(zeta[: t + 1].sum(axis=0)) * (1 + 0.3 * zeta[0] ** 2) + 0.1 * rng.standard_normal(n)
+        nn = np.flatnonzero(~null_mask[: t + 1])
+        halves = []
+        for cols in (slice(0, h), slice(h, n)):
+            gz = zeta[nn][:, cols] @ g[cols] / h
+            zz = np.zeros(nn.size) if null_mask[t] else zeta[nn][:, cols] @ zeta[t, cols] / h
+            halves.append(np.stack([gz, zz]))
+        step = _step(t, zeta, g, null_mask, np.ones((1, n)))
+        step = dataclasses.replace(step, halves=tuple(halves))
+        gam, _ = est.row(step)
+        S = [zeta[nn][:, c] @ g[c] / h for c in (slice(0, h), slice(h, n))]
+        G = [zeta[nn][:, c] @ zeta[nn][:, c].T / h for c in (slice(0, h), slice(h, n))]
+        beta = [np.linalg.solve(G[i], S[i]) for i in range(2)]
+        ref = sum(S[i] - (G[i] - np.eye(nn.size)) @ beta[1 - i] for i in range(2)) / 2
+        np.testing.assert_allclose(gam[0, nn], ref, rtol=1e-8, atol=1e-11)
+    assert est.regressed.all()
+
+
+def test_stein_crossfit_needs_the_regression_and_not_the_controls() -> None:
+    with pytest.raises(ValueError, match="stein_crossfit=True needs method='stein', stein_regression=True"):
+        DMFTSettings(stein_crossfit=True, errors="none")
+    with pytest.raises(ValueError, match="stein_controls=True"):
+        DMFTSettings(stein_crossfit=True, stein_controls=True, stein_regression=True, errors="none")
+    cfg = DMFTSettings(stein_crossfit=True, stein_regression=True, errors="none")
+    assert cfg.to_dict()["stein_crossfit"] is True

@@ -254,9 +254,19 @@ class DMFTSettings:
         with every ``ζ^v`` in law (the innovations are independent of the label), so the
         coefficients estimate the same ``E[g ζᵀ]``, with less noise: the part of ``g``
         whose response to ``ζ`` changes with the label leaves the residual. On GeLU ``z²``
-        (δ = 11, 2·10⁴ paths, one draw) the summed variance of the coefficients fell 2.7–3×.
-        Needs the label to be the same on every copy of a distinct column (a label
-        symmetric under the reflected directions).
+        (δ = 11, 2·10⁴ paths) the summed variance of the coefficients fell to 0.3–0.4 of the
+        regression's, but the late kernels did not move (``docs/findings.md`` §8), so it is
+        off by default. Needs the label to be the same on every copy of a distinct column (a
+        label symmetric under the reflected directions).
+    stein_crossfit : bool
+        With ``stein_regression`` (and ``antithetic``, ``errors="none"``): fit the regression's
+        coefficients on each half of the distinct columns and use them as control variates on
+        the other half, ``Ŝ = ½ Σ_h [E_h(g ζᵀ) − β_{h'} (E_h(ζ ζᵀ) − I)]`` (``h'`` the other
+        half), so the coefficients are independent of the moments they correct. The
+        in-sample regression is the same with ``h' = h``; it removes the linear part of ``g``
+        from the noise but leaves an ``O(p/N)`` bias of its own (``p`` regressors). On GeLU
+        ``z²`` (δ = 11, 2·10⁴ paths, 30 seeds) the late kernels did not move
+        (``docs/findings.md`` §8), so it is off by default.
     force_samples : int, optional
         GD's sample size ``n``: the overlap update sees the finite-``n`` gradient along
         ``V*`` as GD does, while the kernels keep the precision of ``N`` paths. The update
@@ -362,6 +372,7 @@ class DMFTSettings:
     test_loss: Literal["mc", "population", "none"] = "mc"
     stein_regression: bool = False
     stein_controls: bool = False
+    stein_crossfit: bool = False
     force_samples: int | None = None
     force_weights: Literal["poisson", "paired"] = "poisson"
     quenched_labels: bool = False
@@ -416,8 +427,16 @@ class DMFTSettings:
                              f"antithetic=True and errors='none', got method={self.method!r}, "
                              f"stein_regression={self.stein_regression!r}, "
                              f"antithetic={self.antithetic!r}, errors={self.errors!r}")
-        for name in ("antithetic", "stein_regression", "stein_controls", "progress", "throw",
-                     "quenched_labels"):
+        if self.stein_crossfit and not (self.method == "stein" and self.stein_regression
+                                        and self.antithetic and self.errors == "none"
+                                        and not self.stein_controls):
+            raise ValueError("stein_crossfit=True needs method='stein', stein_regression=True, "
+                             "antithetic=True, errors='none' and stein_controls=False, got "
+                             f"method={self.method!r}, stein_regression={self.stein_regression!r}, "
+                             f"antithetic={self.antithetic!r}, errors={self.errors!r}, "
+                             f"stein_controls={self.stein_controls!r}")
+        for name in ("antithetic", "stein_regression", "stein_controls", "stein_crossfit", "progress",
+                     "throw", "quenched_labels"):
             if not isinstance(getattr(self, name), (bool, np.bool_)):
                 raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
         if not (self.seed is None or isinstance(self.seed, (np.random.SeedSequence, np.random.Generator))):
@@ -519,6 +538,8 @@ class DMFTSettings:
             out["path_dtype"] = self.path_dtype
         if self.stein_controls:  # recorded only when used
             out["stein_controls"] = True
+        if self.stein_crossfit:  # recorded only when used
+            out["stein_crossfit"] = True
         if self.history != "full":  # recorded only when used
             out["history"] = self.history
         if self.stop_cosine is not None:  # recorded only when used (older records keep their keys)
@@ -782,7 +803,8 @@ def _estimator(cfg: DMFTSettings, B: int, nb: int, T: int, m: int) -> ResponseEs
     if cfg.method == "pathwise":
         return PathwiseResponse(n_batches=B, batch_size=nb, steps=T, m=m)
     return SteinResponse(n_batches=B, batch_size=nb, steps=T, m=m, antithetic=cfg.antithetic,
-                         regression=cfg.stein_regression, n_controls=2 if cfg.stein_controls else 0)
+                         regression=cfg.stein_regression, n_controls=2 if cfg.stein_controls else 0,
+                         crossfit=cfg.stein_crossfit)
 
 
 # --------------------------------------------------------------------------- driver
@@ -1054,7 +1076,13 @@ class _Run:
         rows, nzr = self.z_rows[: self.n_z], self.n_z  # the non-null innovations (zero moments elsewhere)
         if self.pooled_only:  # one "batch": the pooled moments (the mean of equal batches)
             mom = np.zeros((1, 2 * m, t1m), dtype=dt)
-            mom[0][:, rows] = (self.Z[:nzr] @ gzz.T).T / B  # (2m, n_z)
+            if self.cfg.stein_crossfit:  # each half of the distinct columns apart, then their mean
+                h = gzz.shape[1] // 2
+                half_moms = ((self.Z[:nzr, :h] @ gzz[:, :h].T).T * (2.0 / B),
+                             (self.Z[:nzr, h:] @ gzz[:, h:].T).T * (2.0 / B))
+                mom[0][:, rows] = (half_moms[0] + half_moms[1]) / 2
+            else:
+                mom[0][:, rows] = (self.Z[:nzr] @ gzz.T).T / B  # (2m, n_z)
             gg = None if self.fuse_history or self.compact else \
                 (self.Gh[:t1m] @ g.T.astype(dt, copy=False)).T[None] / self.N
             # the mean of the equal batches' means, as a matrix-vector product: g is the
@@ -1083,6 +1111,8 @@ class _Run:
             null_mask=self.null_mask[:t1m].copy(), L=self.Lb[:t1m, :t1m], D=D,
             R_row=self.Rb[self._blk(t), m:t1m], eta_over_delta=self.eta / self.delta,
             L_nonnull=self.Lc[:nzr, :nzr], controls=controls,
+            halves=None if not (self.pooled_only and self.cfg.stein_crossfit) else
+            tuple(x.astype(float) for x in half_moms),
         )
         Cn_b = None if gg is None else gg.astype(float, copy=False) / self.delta  # E_b[g^t g^{uᵀ}]/δ
         EVg_b = (self.Vstar_b @ g_b.transpose(0, 2, 1)) / nb  # (B, k, m)

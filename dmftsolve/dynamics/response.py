@@ -68,6 +68,10 @@ class StepMoments:
         ``E[w_a w_b ζ^t ζ^u]`` (shape ``(P, n_t, n)``, the pairs of
         :func:`dmftsolve.dynamics.stein.control_pairs`), over the ``n`` non-null innovations
         ``u ≤ t`` in order.
+    halves : tuple of ndarray, or None
+        ``DMFTSettings.stein_crossfit``: for each half of the distinct columns, the moments
+        ``[E_h(g^t ζ^{uᵀ}); E_h(ζ^t ζ^{uᵀ})]`` (shape ``(2m, n)``) over the ``n`` non-null
+        innovations ``u ≤ t`` in order (the rows of a null innovation of step ``t`` are zero).
     """
 
     t: int
@@ -84,6 +88,7 @@ class StepMoments:
     eta_over_delta: float
     L_nonnull: np.ndarray | None = None
     controls: tuple[np.ndarray, np.ndarray] | None = None
+    halves: tuple[np.ndarray, ...] | None = None
 
 
 class ResponseEstimator(Protocol):

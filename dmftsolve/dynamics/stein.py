@@ -82,13 +82,22 @@ class SteinResponse:
         the label functions of :func:`label_controls`), ordered ``(u, a)``; the coefficients
         of the ``ζ^u`` (``a = 0``) are the estimate. The Gram and the moments come in
         ``StepMoments.controls``.
+    crossfit : bool
+        ``DMFTSettings.stein_crossfit`` (needs ``regression`` and one pooled estimate): the
+        regression's coefficients from each half of the columns correct the other half's
+        moments (``StepMoments.halves``).
     """
 
     needs_D = False
 
     def __init__(self, *, n_batches: int, batch_size: int, steps: int, m: int, antithetic: bool,
-                 regression: bool, p_ratio: float = 0.05, n_controls: int = 0) -> None:
+                 regression: bool, p_ratio: float = 0.05, n_controls: int = 0,
+                 crossfit: bool = False) -> None:
         B, nb = n_batches, batch_size
+        self.crossfit = crossfit
+        if crossfit and (n_controls or not regression or B != 1):
+            raise ValueError(f"crossfit=True needs regression=True, n_controls=0 and one pooled estimate, "
+                             f"got regression={regression!r}, n_controls={n_controls}, n_batches={B}")
         self.K1 = n_controls + 1
         if n_controls and not (regression and B == 1):
             raise ValueError(f"n_controls={n_controls} needs regression=True and one pooled estimate "
@@ -106,6 +115,11 @@ class SteinResponse:
         self.gram = np.zeros((n_est, size, size)) if regression else None
         self.active = np.ones(n_est, dtype=bool)
         self.n_eff = np.array([B * nb] + [nb] * (n_est - 1), dtype=float) / (2 if antithetic else 1)
+        if crossfit:  # one Cholesky factor and one Gram per half of the columns
+            self.gram = np.zeros((2, size, size))
+            self.raw = np.zeros((2, size, size))
+            self.active = np.ones(2, dtype=bool)
+            self.n_eff = np.full(2, nb / 2) / (2 if antithetic else 1)
         self.regressed = np.zeros(steps + 1, dtype=bool)
 
     @staticmethod
@@ -135,7 +149,9 @@ class SteinResponse:
         nn = np.flatnonzero(~nm)  # the non-null innovations; the null ones have zero moments
         k = nn.size
         Sgz = Sgz[:, :, nn]
-        if self.gram is not None and self.K1 > 1:
+        if self.crossfit:
+            Sgz = self._crossfit(Sgz, step, k)
+        elif self.gram is not None and self.K1 > 1:
             Sgz = self._controlled(Sgz, step, k)
         elif self.gram is not None:
             keep = np.flatnonzero(~step.null)
@@ -179,6 +195,32 @@ class SteinResponse:
             beta = sla.solve_triangular(C, w, lower=True, trans="T", check_finite=False).T
             Sgz = beta.reshape(1, m, k, K1)[..., 0].copy()
         self.regressed[step.t] = bool(self.active[0])
+        return Sgz
+
+    def _crossfit(self, Sgz: np.ndarray, step: StepMoments, k: int) -> np.ndarray:
+        """``Sgz`` (``(1, m, k)``, the pooled moments on the ``k`` non-null innovations) replaced,
+        while both halves regress, by ``½ Σ_h [S_h − β_{h'} (G_h − I)]`` with ``S_h, G_h`` half
+        ``h``'s moments and Gram and ``β_{h'} = S_{h'} G_{h'}⁻¹`` the other half's coefficients."""
+        assert self.gram is not None and step.halves is not None
+        m = Sgz.shape[1]
+        keep = np.flatnonzero(~step.null)
+        nk = keep.size
+        S = np.stack([h[:m] for h in step.halves])  # (2, m, k)
+        rows = np.stack([h[m:][keep] for h in step.halves])  # (2, nk, k)
+        self._extend_gram(rows, k - nk, nk)
+        for i in range(2):  # the Grams themselves, for the correction
+            self.raw[i, k - nk:k, :k] = rows[i]
+            self.raw[i, :k, k - nk:k] = rows[i].T
+        if self.active.all():
+            beta = []
+            for i in range(2):
+                C = self.gram[i, :k, :k]
+                w = sla.solve_triangular(C, S[i].T, lower=True, check_finite=False)
+                beta.append(sla.solve_triangular(C, w, lower=True, trans="T", check_finite=False).T)
+            eye = np.eye(k)
+            est = [S[i] - beta[1 - i] @ (self.raw[i, :k, :k] - eye) for i in range(2)]
+            Sgz = ((est[0] + est[1]) / 2)[None]
+        self.regressed[step.t] = bool(self.active.all())
         return Sgz
 
     def _extend_gram(self, Szz: np.ndarray, k: int, nk: int) -> None:

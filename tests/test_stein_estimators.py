@@ -1,4 +1,4 @@
-"""``validation/investigations/stein_controls.py``: its noise measure against a closed form, and
+"""``validation/investigations/stein_estimators.py``: its noise measure against a closed form, and
 its tiny configuration end to end."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ def test_coefficient_noise_matches_the_closed_form(load_validation: Callable[[st
     of variance ``2 Σ c² + 0.01``, and ``tr (XᵀX)⁻¹ ≈ p/n``; with the controls the label part
     leaves and the residual variance is 0.01. Reference: those closed forms (to 10 %, the
     sampling error of a variance from 8000 samples is about 3 %)."""
-    mod = load_validation("stein_controls")
+    mod = load_validation("stein_estimators")
     rng = np.random.default_rng(0)
     n, c = 8000, np.array([1.0, 0.5, -0.3])
     Z = rng.standard_normal((3, n))
@@ -29,12 +29,13 @@ def test_coefficient_noise_matches_the_closed_form(load_validation: Callable[[st
 
 
 def test_tiny_run_reports_every_variant(load_validation: Callable[[str], ModuleType]) -> None:
-    mod = load_validation("stein_controls")
+    mod = load_validation("stein_estimators")
     res = mod.main(["--tiny"])
     assert [r["t"] for r in res["noise"]] == list(mod.TINY["times"])
     assert all(0 < r["ratio"] < 1 for r in res["noise"])
-    assert len(res["kernels"]) == 3
+    assert list(res["kernels"]) == [label for label, _, _ in mod.VARIANTS]
     for v in res["kernels"].values():
         assert v["runs"] == mod.TINY["seeds"] and not v["failed"]
         assert np.all(np.isfinite(v["RQ"])) and np.all(np.asarray(v["Q"]) > 0)
-    assert "| N = 800, controls | 2 |" in mod.report(res)
+    assert [v["n_paths"] for v in res["kernels"].values()][-2:] == [1600, 3200]
+    assert "| regression with label controls | 800 | 2 |" in mod.report(res)

@@ -1,24 +1,27 @@
-"""Is the Stein responses' noise what keeps GeLU ``z²``'s late curvature high at 2·10⁴ paths?
+"""Which change of the Stein estimator moves GeLU ``z²``'s late curvature at 2·10⁴ paths?
 
 With 2·10⁴ kernel paths the restricted curvature along θ*, ``E[z² D^t]``, ends above GD's at
-t = 400 and falls with 8·10⁴ (``late_kernels.py``, case ``gelu_z2``), and the search's δ_50 on
-``z²`` falls with it (``z2_path_count.py``). The usual suspect is the noise of the Stein
-responses (findings §9.5). This asks it directly: the label control variates of
-``DMFTSettings.stein_controls`` cut that noise about threefold at no change of the paths'
-number, so if the noise were the cause they would move the curvature as more paths do.
+t = 400 and falls with more paths (``late_kernels.py``, case ``gelu_z2``), and the search's
+δ_50 on ``z²`` falls with it (``z2_path_count.py``). The usual suspect is the noise of the
+Stein responses (findings §9.5). This compares, on the same seeds, the draws' estimator
+(responses by regression on the innovations, antithetic pairs) with changes that raise or
+lower that noise, or the regression's own bias, at a fixed number of paths:
 
 * **noise** — one restricted run (GeLU, ``z²``, δ = 11, 2·10⁴ paths, the draws' settings:
   float32 compact history, responses by regression): at t = 100, 200 and 400 the distinct
   columns' ``g``, the stored innovations and the labels are kept, and the summed variance of
   the innovations' least-squares coefficients (``σ̂² tr (XᵀX)⁻¹`` on their block) is computed
-  for the regression on the innovations alone and with the controls ``f_k(y) ζ``;
+  for the regression on the innovations alone and with the label controls ``f_k(y) ζ``
+  (``DMFTSettings.stein_controls``);
 * **kernels** — ``Q(t,t)`` and ``E[z² D^t]`` at the same t over ``--seeds`` seeds (default
-  30) for 2·10⁴ paths, 2·10⁴ paths with the controls, and 8·10⁴ paths, against GD's
-  (40 trials of projected GD at d = 1000, stored by ``late_kernels.py``).
+  30) for: the regression (2·10⁴ paths, the draws' default), the plain Stein mean, no
+  antithetic pairs, the label controls, the cross-fitted regression
+  (``DMFTSettings.stein_crossfit``), and the regression with 4·10⁴ and 8·10⁴ paths, against
+  GD's (40 trials of projected GD at d = 1000, stored by ``late_kernels.py``).
 
-Run ``python validation/investigations/stein_controls.py [--seeds 30]`` (about 4 CPU-minutes);
-``--tiny`` runs a small configuration (the test). Output:
-``validation/investigations/results/stein_controls.{md,json}``.
+Run ``python validation/investigations/stein_estimators.py [--seeds 30]`` (about 6
+CPU-minutes); ``--tiny`` runs a small configuration (the test). Output:
+``validation/investigations/results/stein_estimators.{md,json}``.
 """
 
 from __future__ import annotations
@@ -43,23 +46,33 @@ HERE = Path(__file__).resolve().parent
 OUT = HERE / "results"
 LATE_KERNELS = OUT / "late_kernels.json"
 
-FULL = {"delta": 11.0, "times": (100, 200, 400), "n_paths": 20_000, "big_paths": 80_000, "seeds": 30}
-TINY = {"delta": 6.0, "times": (4, 8), "n_paths": 800, "big_paths": 1600, "seeds": 2}
+FULL = {"delta": 11.0, "times": (100, 200, 400), "n_paths": 20_000, "seeds": 30}
+TINY = {"delta": 6.0, "times": (4, 8), "n_paths": 800, "seeds": 2}
 
-#: the variants of the kernels part: (paths key, stein_controls)
-VARIANTS = (("n_paths", False), ("n_paths", True), ("big_paths", False))
+#: the variants of the kernels part: (label, paths as a multiple of ``n_paths``, solver options
+#: changed from the draws' defaults)
+VARIANTS: tuple[tuple[str, int, dict[str, bool]], ...] = (
+    ("regression (the draws' default)", 1, {}),
+    ("plain Stein mean", 1, {"stein_regression": False}),
+    ("regression, no antithetic pairs", 1, {"antithetic": False}),
+    ("regression with label controls", 1, {"stein_controls": True}),
+    ("regression, cross-fitted", 1, {"stein_crossfit": True}),
+    ("regression, 2× paths", 2, {}),
+    ("regression, 4× paths", 4, {}),
+)
 
 
 def problem(steps: int) -> Problem:
     return Problem.build(target="z**2", activation="gelu", eta=0.5, steps=steps).replace(hold_zero=[0])
 
 
-def _solve(cfg: dict[str, Any], n_paths: int, seed: int, controls: bool, keep: tuple[int, ...]) -> Any:
-    """The restricted DMFT with the draws' settings (``TransitionSettings`` defaults)."""
+def _solve(cfg: dict[str, Any], n_paths: int, seed: int, keep: tuple[int, ...], **options: bool) -> Any:
+    """The restricted DMFT with the draws' settings (``TransitionSettings`` defaults), changed by
+    ``options``."""
+    kw: dict[str, Any] = {"stein_regression": True, "antithetic": True} | options
     return solve_dmft(problem(max(cfg["times"])), cfg["delta"], n_paths=n_paths, reflect=(0,),
                       keep_samples_at=keep, errors="none", test_loss="none", seed=seed, throw=False,
-                      stein_regression=True, stein_controls=controls, path_dtype="float32",
-                      history="compact")
+                      path_dtype="float32", history="compact", **kw)
 
 
 def coefficient_noise(G: np.ndarray, Z: np.ndarray, y: np.ndarray) -> dict[str, float]:
@@ -91,7 +104,7 @@ def noise_part(cfg: dict[str, Any], seed: int = 3) -> list[dict[str, Any]]:
 
     dmft_module._Run._moments = keep  # type: ignore[method-assign]
     try:
-        r = _solve(cfg, cfg["n_paths"], seed, False, ())
+        r = _solve(cfg, cfg["n_paths"], seed, ())
     finally:
         dmft_module._Run._moments = original  # type: ignore[method-assign]
     if not r.ok:
@@ -109,11 +122,11 @@ def kernels_part(cfg: dict[str, Any]) -> dict[str, Any]:
     """``Q(t,t)`` and ``E[z² D^t]`` over the seeds for each of :data:`VARIANTS`."""
     times = tuple(cfg["times"])
     out: dict[str, Any] = {}
-    for key, controls in VARIANTS:
-        label = f"N = {cfg[key]}" + (", controls" if controls else "")
+    for label, times_paths, options in VARIANTS:
+        n_paths = times_paths * cfg["n_paths"]
         rows, failed, t0 = [], [], time.perf_counter()
         for seed in range(3, 3 + cfg["seeds"]):
-            r = _solve(cfg, cfg[key], seed, controls, times)
+            r = _solve(cfg, n_paths, seed, times, **options)
             if not r.ok:
                 failed.append({"seed": seed, "message": r.message})
                 continue
@@ -122,7 +135,7 @@ def kernels_part(cfg: dict[str, Any]) -> dict[str, Any]:
                          for t in times])
         a = np.array(rows)  # (seeds, times, 2)
         n = a.shape[0]
-        out[label] = {"n_paths": cfg[key], "stein_controls": controls, "runs": n, "failed": failed,
+        out[label] = {"n_paths": n_paths, "options": options, "runs": n, "failed": failed,
                       "seconds": time.perf_counter() - t0,
                       "Q": a[:, :, 0].mean(axis=0), "Q_se": a[:, :, 0].std(axis=0, ddof=1) / math.sqrt(n),
                       "RQ": a[:, :, 1].mean(axis=0), "RQ_se": a[:, :, 1].std(axis=0, ddof=1) / math.sqrt(n)}
@@ -144,11 +157,12 @@ def gd_reference(times: tuple[int, ...]) -> dict[str, Any] | None:
 def report(res: dict[str, Any]) -> str:
     cfg = res["config"]
     times = cfg["times"]
-    lines = ["# Does less Stein noise lower GeLU `z²`'s late curvature? (label control variates)", "",
-             f"Generated by `python validation/investigations/stein_controls.py` (dmftsolve "
+    lines = ["# Which change of the Stein estimator moves GeLU `z²`'s late curvature?", "",
+             f"Generated by `python validation/investigations/stein_estimators.py` (dmftsolve "
              f"{res['version']}, {res['seconds']:.0f} s). Restricted DMFT (hard overlap held at 0), "
              f"GeLU, `y = z²`, η = 0.5, δ = {cfg['delta']:g}, the draws' settings (float32 compact "
-             "history, responses by regression); controls: `DMFTSettings.stein_controls`.", "",
+             "history, responses by regression, antithetic pairs), changed as each row says; "
+             "controls: `DMFTSettings.stein_controls`, cross-fitted: `DMFTSettings.stein_crossfit`.", "",
              f"## The noise of the innovations' coefficients (one run, N = {cfg['n_paths']} paths, "
              "seed 3)", "",
              "| t | innovations | distinct columns | summed variance, innovations alone | with the controls "
@@ -160,7 +174,7 @@ def report(res: dict[str, Any]) -> str:
     lines += ["", f"## The restricted kernels over seeds 3–{2 + cfg['seeds']}", "",
               "Mean ± standard error over the seeds; GD: 40 trials of projected GD at d = 1000 "
               "(`late_kernels.py`).", "",
-              f"| run | runs | E[z² D^t]: {head} | Q(t,t): {head} |", "|---|---|---|---|"]
+              f"| run | paths | runs | E[z² D^t]: {head} | Q(t,t): {head} |", "|---|---|---|---|---|"]
 
     def cells(v: dict[str, Any], key: str) -> str:
         return " / ".join(f"{m:.4f} ± {s:.4f}" if key == "RQ" else f"{m:.3f} ± {s:.3f}"
@@ -168,9 +182,10 @@ def report(res: dict[str, Any]) -> str:
 
     for label, v in res["kernels"].items():
         fail = f" ({len(v['failed'])} failed)" if v["failed"] else ""
-        lines.append(f"| {label} | {v['runs']}{fail} | {cells(v, 'RQ')} | {cells(v, 'Q')} |")
+        lines.append(f"| {label} | {v['n_paths']} | {v['runs']}{fail} | {cells(v, 'RQ')} | "
+                     f"{cells(v, 'Q')} |")
     if res.get("gd"):
-        lines.append(f"| GD (d = 1000) | {res['gd']['trials']} trials | {cells(res['gd'], 'RQ')} | "
+        lines.append(f"| GD (d = 1000) | — | {res['gd']['trials']} trials | {cells(res['gd'], 'RQ')} | "
                      f"{cells(res['gd'], 'Q')} |")
     return "\n".join(lines) + "\n"
 
@@ -195,8 +210,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     res = jsonable(res)
     if not a.tiny:
         OUT.mkdir(parents=True, exist_ok=True)
-        (OUT / "stein_controls.json").write_text(json.dumps(res, indent=1))
-        (OUT / "stein_controls.md").write_text(report(res))
+        (OUT / "stein_estimators.json").write_text(json.dumps(res, indent=1))
+        (OUT / "stein_estimators.md").write_text(report(res))
     return res
 
 
