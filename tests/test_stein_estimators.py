@@ -39,3 +39,13 @@ def test_tiny_run_reports_every_variant(load_validation: Callable[[str], ModuleT
         assert np.all(np.isfinite(v["RQ"])) and np.all(np.asarray(v["Q"]) > 0)
     assert [v["n_paths"] for v in res["kernels"].values()][-2:] == [1600, 3200]
     assert "| regression with label controls | 800 | 2 |" in mod.report(res)
+
+
+def test_paired_difference_matches_by_seed(load_validation: Callable[[str], ModuleType]) -> None:
+    """Seeds 3, 4, 5 in one run and 4, 5, 6 in the other: the differences over seeds 4 and 5
+    are 0.1 and 0.3 (mean 0.2, standard error 0.1); the unmatched seeds are left out."""
+    mod = load_validation("stein_estimators")
+    a = {"seeds": [3, 4, 5], "RQ_last": [0.5, 0.5, 0.6]}
+    b = {"seeds": [4, 5, 6], "RQ_last": [0.6, 0.9, 7.0]}
+    mean, se, n = mod.paired_difference(a, b)
+    assert n == 2 and math.isclose(mean, 0.2) and math.isclose(se, 0.1)

@@ -124,18 +124,20 @@ def kernels_part(cfg: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for label, times_paths, options in VARIANTS:
         n_paths = times_paths * cfg["n_paths"]
-        rows, failed, t0 = [], [], time.perf_counter()
+        rows, seeds, failed, t0 = [], [], [], time.perf_counter()
         for seed in range(3, 3 + cfg["seeds"]):
             r = _solve(cfg, n_paths, seed, times, **options)
             if not r.ok:
                 failed.append({"seed": seed, "message": r.message})
                 continue
+            seeds.append(seed)
             rows.append([(float(r.q_diag[t, 0, 0]),
                           float(np.mean(r.law(t).Vstar[:, 0] ** 2 * r.law(t).D.reshape(-1))))
                          for t in times])
         a = np.array(rows)  # (seeds, times, 2)
         n = a.shape[0]
         out[label] = {"n_paths": n_paths, "options": options, "runs": n, "failed": failed,
+                      "seeds": seeds, "RQ_last": a[:, -1, 1],
                       "seconds": time.perf_counter() - t0,
                       "Q": a[:, :, 0].mean(axis=0), "Q_se": a[:, :, 0].std(axis=0, ddof=1) / math.sqrt(n),
                       "RQ": a[:, :, 1].mean(axis=0), "RQ_se": a[:, :, 1].std(axis=0, ddof=1) / math.sqrt(n)}
@@ -152,6 +154,14 @@ def gd_reference(times: tuple[int, ...]) -> dict[str, Any] | None:
     idx = [list(e["times"]).index(t) for t in times]
     g = e["gd"]
     return {"trials": g["trials"], **{k: [g[k][i] for i in idx] for k in ("Q", "Q_se", "RQ", "RQ_se")}}
+
+
+def paired_difference(a: dict[str, Any], b: dict[str, Any]) -> tuple[float, float, int]:
+    """``(mean, standard error, n)`` of ``b − a`` in the last time's curvature over the seeds
+    both variants ran."""
+    va = dict(zip(a["seeds"], a["RQ_last"], strict=True))
+    d = np.array([x - va[s] for s, x in zip(b["seeds"], b["RQ_last"], strict=True) if s in va])
+    return float(d.mean()), float(d.std(ddof=1) / math.sqrt(d.size)), int(d.size)
 
 
 def report(res: dict[str, Any]) -> str:
@@ -187,6 +197,13 @@ def report(res: dict[str, Any]) -> str:
     if res.get("gd"):
         lines.append(f"| GD (d = 1000) | — | {res['gd']['trials']} trials | {cells(res['gd'], 'RQ')} | "
                      f"{cells(res['gd'], 'Q')} |")
+    base_label, base = next(iter(res["kernels"].items()))
+    lines += ["", f"Paired differences of `E[z² D^{times[-1]}]` from the first row over the seeds both "
+              "ran (mean ± standard error of the per-seed differences):", "",
+              "| run | seeds | difference |", "|---|---|---|"]
+    for label, v in list(res["kernels"].items())[1:]:
+        d = paired_difference(base, v)
+        lines.append(f"| {label} − {base_label} | {d[2]} | {d[0]:+.4f} ± {d[1]:.4f} |")
     return "\n".join(lines) + "\n"
 
 
