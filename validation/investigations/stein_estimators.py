@@ -16,10 +16,12 @@ lower that noise, or the regression's own bias, at a fixed number of paths:
 * **kernels** — ``Q(t,t)`` and ``E[z² D^t]`` at the same t over ``--seeds`` seeds (default
   30) for: the regression (2·10⁴ paths, the draws' default), the plain Stein mean, no
   antithetic pairs, the label controls, the cross-fitted regression
-  (``DMFTSettings.stein_crossfit``), and the regression with 4·10⁴ and 8·10⁴ paths, against
+  (``DMFTSettings.stein_crossfit``), the regression with more and fewer zero-variance
+  innovations dropped (``null_rtol`` 1e-3 and 3e-5; the default is 1e-4), and the regression
+  with 4·10⁴ and 8·10⁴ paths, against
   GD's (40 trials of projected GD at d = 1000, stored by ``late_kernels.py``).
 
-Run ``python validation/investigations/stein_estimators.py [--seeds 30]`` (about 6
+Run ``python validation/investigations/stein_estimators.py [--seeds 30]`` (about 7
 CPU-minutes); ``--tiny`` runs a small configuration (the test). Output:
 ``validation/investigations/results/stein_estimators.{md,json}``.
 """
@@ -51,12 +53,14 @@ TINY = {"delta": 6.0, "times": (4, 8), "n_paths": 800, "seeds": 2}
 
 #: the variants of the kernels part: (label, paths as a multiple of ``n_paths``, solver options
 #: changed from the draws' defaults)
-VARIANTS: tuple[tuple[str, int, dict[str, bool]], ...] = (
+VARIANTS: tuple[tuple[str, int, dict[str, Any]], ...] = (
     ("regression (the draws' default)", 1, {}),
     ("plain Stein mean", 1, {"stein_regression": False}),
     ("regression, no antithetic pairs", 1, {"antithetic": False}),
     ("regression with label controls", 1, {"stein_controls": True}),
     ("regression, cross-fitted", 1, {"stein_crossfit": True}),
+    ("regression, null_rtol 1e-3 (more innovations dropped)", 1, {"null_rtol": 1e-3}),
+    ("regression, null_rtol 3e-5 (fewer dropped)", 1, {"null_rtol": 3e-5}),
     ("regression, 2× paths", 2, {}),
     ("regression, 4× paths", 4, {}),
 )
@@ -66,7 +70,7 @@ def problem(steps: int) -> Problem:
     return Problem.build(target="z**2", activation="gelu", eta=0.5, steps=steps).replace(hold_zero=[0])
 
 
-def _solve(cfg: dict[str, Any], n_paths: int, seed: int, keep: tuple[int, ...], **options: bool) -> Any:
+def _solve(cfg: dict[str, Any], n_paths: int, seed: int, keep: tuple[int, ...], **options: Any) -> Any:
     """The restricted DMFT with the draws' settings (``TransitionSettings`` defaults), changed by
     ``options``."""
     kw: dict[str, Any] = {"stein_regression": True, "antithetic": True} | options
