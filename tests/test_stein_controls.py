@@ -193,3 +193,17 @@ def test_stein_crossfit_needs_the_regression_and_not_the_controls() -> None:
         DMFTSettings(stein_crossfit=True, stein_controls=True, stein_regression=True, errors="none")
     cfg = DMFTSettings(stein_crossfit=True, stein_regression=True, errors="none")
     assert cfg.to_dict()["stein_crossfit"] is True
+
+
+def test_stein_controls_refuse_a_label_with_too_few_values() -> None:
+    """``z² > 1`` as 0/1 has two values: one label function, where the estimator holds two."""
+    p = Problem.build(target="Heaviside(z**2 - 1)", activation="gelu", eta=0.5, steps=4)
+    with pytest.raises(ValueError, match="three values or more"):
+        solve_dmft(p, 4.0, n_paths=400, reflect=(0,), errors="none", test_loss="none", seed=0,
+                   stein_regression=True, stein_controls=True)
+
+
+def test_stein_crossfit_memory_counts_both_halves() -> None:
+    """Two Cholesky factors and two Grams: four times the one estimate's store."""
+    kw = dict(n_paths=1000, n_batches=1, steps=9, m=1, regression=True)
+    assert SteinResponse.memory_bytes(**kw, crossfit=True) == 4 * SteinResponse.memory_bytes(**kw)

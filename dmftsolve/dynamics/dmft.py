@@ -514,7 +514,8 @@ class DMFTSettings:
             n += PathwiseResponse.memory_bytes(n_paths=N, steps=T, m=m) // 8
         elif self.stein_regression:
             n += SteinResponse.memory_bytes(n_paths=N, n_batches=B, steps=T, m=m, regression=True,
-                                            n_controls=2 if self.stein_controls else 0) // 8
+                                            n_controls=2 if self.stein_controls else 0,
+                                            crossfit=self.stein_crossfit) // 8
         if self.errors == "replicate":  # the main result, and each replicate's Γ kept for the spread
             n += (5 + B) * Tm1 * Tm1
         return 8 * int(n)
@@ -964,9 +965,9 @@ class _Run:
 
     def _label_controls(self, cfg: DMFTSettings, dt: np.dtype
                         ) -> tuple[np.ndarray | None, np.ndarray | None]:
-        """``stein_controls``: the label functions ``f_k`` on the distinct columns
-        (``(K, B·n_base)``) and the products ``w_a w_b`` (``a ≤ b``, ``w_0 = 1``, in the order
-        of :func:`~dmftsolve.dynamics.stein.control_pairs`), both in the path dtype; or
+        """``stein_controls``: the two label functions ``f_k`` on the distinct columns
+        (``(2, B·n_base)``) and the products ``w_a w_b`` (``a ≤ b``, ``w_0 = 1``, in the order
+        of :func:`~dmftsolve.dynamics.stein.control_pairs`), both in the path dtype; else
         ``(None, None)``."""
         if not cfg.stein_controls:
             return None, None
@@ -976,8 +977,9 @@ class _Run:
             raise ValueError("stein_controls=True needs the same label on every copy of a distinct "
                              "column (a label symmetric under the reflected directions)")
         F = label_controls(yb[:, 0, :].reshape(-1))
-        if F.shape[0] == 0:  # a constant label: nothing to regress on
-            return None, None
+        if F.shape[0] != 2:  # the estimator holds the regressors of two label functions
+            raise ValueError("stein_controls=True needs a label that takes three values or more on "
+                             f"the paths, got {len(np.unique(self.y))} distinct value(s)")
         W = np.vstack([np.ones(F.shape[1]), F])
         pairs = np.array([W[a] * W[b] for a, b in control_pairs(F.shape[0])], dtype=dt)
         return F.astype(dt), pairs
@@ -1074,6 +1076,7 @@ class _Run:
         gzz = np.concatenate([G / nb, z / nz], axis=0).astype(dt)  # (2m, B·nz)
         self.zmean[:, self._blk(t)] = z.reshape(m, B, nz).mean(axis=-1).T * self.rep_sign.mean()
         rows, nzr = self.z_rows[: self.n_z], self.n_z  # the non-null innovations (zero moments elsewhere)
+        half_moms = None  # stein_crossfit: the moments of each half of the columns
         if self.pooled_only:  # one "batch": the pooled moments (the mean of equal batches)
             mom = np.zeros((1, 2 * m, t1m), dtype=dt)
             if self.cfg.stein_crossfit:  # each half of the distinct columns apart, then their mean
@@ -1111,8 +1114,7 @@ class _Run:
             null_mask=self.null_mask[:t1m].copy(), L=self.Lb[:t1m, :t1m], D=D,
             R_row=self.Rb[self._blk(t), m:t1m], eta_over_delta=self.eta / self.delta,
             L_nonnull=self.Lc[:nzr, :nzr], controls=controls,
-            halves=None if not (self.pooled_only and self.cfg.stein_crossfit) else
-            tuple(x.astype(float) for x in half_moms),
+            halves=None if half_moms is None else tuple(x.astype(float) for x in half_moms),
         )
         Cn_b = None if gg is None else gg.astype(float, copy=False) / self.delta  # E_b[g^t g^{uᵀ}]/δ
         EVg_b = (self.Vstar_b @ g_b.transpose(0, 2, 1)) / nb  # (B, k, m)

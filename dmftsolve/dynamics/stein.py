@@ -111,23 +111,25 @@ class SteinResponse:
         # index 0 = all paths, 1..B = batches; one batch (errors="none" pools the paths into
         # one) is its own mean, so it is estimated once and returned as both
         self.single = B == 1
-        n_est = 1 if self.single else B + 1
+        if crossfit:  # one Cholesky factor (and, in ``raw``, one Gram) per half of the columns
+            n_est, n_eff = 2, [nb / 2, nb / 2]
+            self.raw = np.zeros((2, size, size))
+        else:
+            n_est = 1 if self.single else B + 1
+            n_eff = [B * nb] + [nb] * (n_est - 1)
         self.gram = np.zeros((n_est, size, size)) if regression else None
         self.active = np.ones(n_est, dtype=bool)
-        self.n_eff = np.array([B * nb] + [nb] * (n_est - 1), dtype=float) / (2 if antithetic else 1)
-        if crossfit:  # one Cholesky factor and one Gram per half of the columns
-            self.gram = np.zeros((2, size, size))
-            self.raw = np.zeros((2, size, size))
-            self.active = np.ones(2, dtype=bool)
-            self.n_eff = np.full(2, nb / 2) / (2 if antithetic else 1)
+        self.n_eff = np.array(n_eff, dtype=float) / (2 if antithetic else 1)
         self.regressed = np.zeros(steps + 1, dtype=bool)
 
     @staticmethod
     def memory_bytes(*, n_paths: int, n_batches: int, steps: int, m: int, regression: bool,
-                     n_controls: int = 0) -> int:
-        """Bytes of the estimator's own store (the regression Gram factors)."""
+                     n_controls: int = 0, crossfit: bool = False) -> int:
+        """Bytes of the estimator's own store (the regression Gram factors, and with ``crossfit``
+        the halves' Grams)."""
         size = (steps + 1) * m * (n_controls + 1)
-        return 8 * (1 if n_batches == 1 else n_batches + 1) * size * size if regression else 0
+        n_store = 4 if crossfit else (1 if n_batches == 1 else n_batches + 1)
+        return 8 * n_store * size * size if regression else 0
 
     def row(self, step: StepMoments) -> tuple[np.ndarray, np.ndarray]:
         t, m = step.t, step.m
@@ -157,9 +159,7 @@ class SteinResponse:
             keep = np.flatnonzero(~step.null)
             self._extend_gram(Szz[:, keep][:, :, nn], k - keep.size, keep.size)
             for i in np.flatnonzero(self.active):  # c = Sgz Gz^{-1}: OLS coefficients of g on ζ^{≤t}
-                C = self.gram[i, :k, :k]
-                w = sla.solve_triangular(C, Sgz[i].T, lower=True, check_finite=False)
-                Sgz[i] = sla.solve_triangular(C, w, lower=True, trans="T", check_finite=False).T
+                Sgz[i] = self._gram_solve(i, k, Sgz[i])
             self.regressed[t] = bool(self.active[0])
         rows = Sgz.shape[0]  # B + 1, or 1 for a single batch
         rhs = Sgz.reshape(rows * m, k)
@@ -171,6 +171,15 @@ class SteinResponse:
             gam[:, nn] = sla.solve_triangular(L, rhs.T, lower=True, trans="T", check_finite=False).T
         gam = gam.reshape(rows, m, t1m)
         return (gam[0], gam) if single else (gam[0], gam[1:])
+
+    def _gram_solve(self, i: int, k: int, S: np.ndarray) -> np.ndarray:
+        """``S G⁻¹`` for estimate ``i``'s Gram ``G = C Cᵀ`` on its first ``k`` regressors (``S``
+        of shape ``(rows, k)``): the least-squares coefficients, by two triangular solves with
+        the stored factor."""
+        assert self.gram is not None
+        C = self.gram[i, :k, :k]
+        w = sla.solve_triangular(C, S.T, lower=True, check_finite=False)
+        return sla.solve_triangular(C, w, lower=True, trans="T", check_finite=False).T
 
     def _controlled(self, Sgz: np.ndarray, step: StepMoments, k: int) -> np.ndarray:
         """``Sgz`` (``(1, m, k)``, the plain moments on the ``k`` non-null innovations) replaced
@@ -189,10 +198,7 @@ class SteinResponse:
             S = np.empty((m, k, K1))
             S[:, :, 0] = Sgz[0]
             S[:, :, 1:] = gw.transpose(1, 2, 0)
-            S = S.reshape(m, k * K1)
-            C = self.gram[0, : k * K1, : k * K1]
-            w = sla.solve_triangular(C, S.T, lower=True, check_finite=False)
-            beta = sla.solve_triangular(C, w, lower=True, trans="T", check_finite=False).T
+            beta = self._gram_solve(0, k * K1, S.reshape(m, k * K1))
             Sgz = beta.reshape(1, m, k, K1)[..., 0].copy()
         self.regressed[step.t] = bool(self.active[0])
         return Sgz
@@ -212,11 +218,7 @@ class SteinResponse:
             self.raw[i, k - nk:k, :k] = rows[i]
             self.raw[i, :k, k - nk:k] = rows[i].T
         if self.active.all():
-            beta = []
-            for i in range(2):
-                C = self.gram[i, :k, :k]
-                w = sla.solve_triangular(C, S[i].T, lower=True, check_finite=False)
-                beta.append(sla.solve_triangular(C, w, lower=True, trans="T", check_finite=False).T)
+            beta = [self._gram_solve(i, k, S[i]) for i in range(2)]
             eye = np.eye(k)
             est = [S[i] - beta[1 - i] @ (self.raw[i, :k, :k] - eye) for i in range(2)]
             Sgz = ((est[0] + est[1]) / 2)[None]
