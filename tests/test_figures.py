@@ -379,3 +379,26 @@ def test_success_from_counts(tmp_path: Path) -> None:
     bad = subprocess.run([sys.executable, str(script), "--counts", str(tmp_path / "bad.json"), "--no-nn",
                           "--out", str(tmp_path)], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert bad.returncode == 2 and "not the JSON of" in bad.stderr.strip().splitlines()[-1]
+
+
+def test_results_table_width_search_is_seed_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A row's δ_50 cell takes the seed-1 search (``<case>_defaults``, which the README's
+    command lines reproduce), not a case with a seed of its own (``<case>_defaults_seed2``),
+    whichever comes later; searches with the plain Stein mean are not used."""
+    sys.path.insert(0, str(ROOT / "validation"))
+    import results_table as rt
+    import width_transition as wt
+
+    def search(x: float, **settings: object) -> dict:
+        return {"delta_50": x, "err": 0.1, "deltas": [x - 1, x, x + 1], "successes": [0, 4, 8],
+                "trials": [8, 8, 8], "settings": {"stein_regression": True, "n_paths": 80_000} | settings}
+
+    data = {"gelu_z2m1_m2_defaults|1000|theory": search(3.3),
+            "gelu_z2m1_m2_defaults_seed2|1000|theory": search(3.6),
+            "gelu_z2m1_m2|1000|theory": search(3.9, stein_regression=False),
+            "gelu_z2m1_m2|1000|gd": search(3.35)}
+    monkeypatch.setattr(rt, "_width_data", lambda: (wt, data))
+    out = rt.width_searches(rt.FULL)
+    cell = out[("z**2 - 1", "gelu", 2, 0.5)]
+    assert cell["theory"]["delta_50"] == pytest.approx(3.3, abs=0.05)
+    assert cell["gd"]["delta_50"] == pytest.approx(3.35, abs=0.05)

@@ -342,3 +342,29 @@ def test_stored_searches_are_skipped_unless_redo(tmp_path, load_validation, monk
     assert ran == [] and "stored, skipped (--redo runs it again)" in capsys.readouterr().out
     mod.main(["--side", "gd", "--only", "gelu_z2m1_m2", "--ds", "1000", "--redo"])
     assert ran == ["gelu_z2m1_m2|1000"] and stored["gelu_z2m1_m2|1000|gd"]["delta_50"] == 3.4
+
+
+def test_seed2_defaults_cases_run_the_defaults_with_seed_two(load_validation, monkeypatch) -> None:  # noqa: ANN001
+    """``<case>_defaults_seed2`` runs the command's settings with seed 2 whatever ``--seed`` says,
+    ``<case>_defaults`` with ``--seed``; both compare with the width case's GD."""
+    mod = load_validation("width_transition")
+    seen: list[tuple[int, float, float]] = []
+
+    class Fake:
+        delta_50, delta_50_err, width, message, deltas, successes, draws, points = 3.0, 0.1, 0.5, "", [], [], [], []
+
+        class status:  # noqa: N801
+            value = "success"
+
+    def fake_transition(p, d, deltas, *, settings, **kw):  # noqa: ANN001, ANN003, ANN202
+        seen.append((settings.seed, settings.tol, settings.start))
+        return Fake()
+
+    monkeypatch.setattr(mod, "transition", fake_transition)
+    assert set(mod.WIDTH_CASES) <= set(mod.DEFAULT_CASES) and len(mod.WIDTH_CASES) == 6
+    for of in mod.WIDTH_CASES:
+        mod.theory_search(f"{of}_defaults_seed2", 1000, tol=0.5, max_draws=10, seed=1)
+        mod.theory_search(f"{of}_defaults", 1000, tol=0.5, max_draws=10, seed=1)
+        assert mod._key(f"{of}_defaults_seed2", 1000, "gd") == f"{of}|1000|gd"
+    starts = [mod.CASES[of]["start"] for of in mod.WIDTH_CASES]
+    assert seen == [x for s in starts for x in ((2, 0.15, s), (1, 0.15, s))]

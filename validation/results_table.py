@@ -533,7 +533,8 @@ def width_searches(cfg: dict[str, Any]) -> dict[tuple[str, str, int, float], dic
     for case, c in wt.CASES.items():
         if (c["steps"] != cfg["transition_steps"] or c.get("construction", "forced") != "forced"
                 or any(a != 1.0 for a in c.get("a", [1.0])) or "paths_per_sample" in c
-                or ACTIVATIONS.get(c["activation"]) != c["eta"]):
+                or ACTIVATIONS.get(c["activation"]) != c["eta"]
+                or "seed" in c):  # a case's own seed (`_defaults_seed2`): the table keeps seed 1's
             continue
         theory = data.get(f"{case}|{cfg['d']}|theory")
         st = (theory or {}).get("settings", {})

@@ -161,6 +161,11 @@ DEFAULT_CASES = ("gelu_z2m1_m2", "gelu_z2_m2", "quad_z2m1_m2_eta05", "gelu_z2m1_
                  "gelu_easyhard_m2", "gelu_z2_m1", "gelu_abs_m2")
 for _of in DEFAULT_CASES:
     CASES[f"{_of}_defaults"] = _defaults_case(_of)
+#: The six width cases again at the defaults with another seed (``--seed`` is ignored for them):
+#: how far a search moves with its seed alone.
+WIDTH_CASES = DEFAULT_CASES[:6]
+for _of in WIDTH_CASES:
+    CASES[f"{_of}_defaults_seed2"] = _defaults_case(_of) | {"seed": 2}
 
 
 def problem_of(case: str) -> Problem:
@@ -198,6 +203,7 @@ def theory_search(case: str, d: int, *, tol: float, max_draws: int, seed: int, d
     like m²)."""
     p = problem_of(case)
     if CASES[case].get("defaults"):  # the command's defaults; only the seed, start and workers set
+        seed = CASES[case].get("seed", seed)
         s = resolve_settings(TransitionSettings(seed=seed, start=CASES[case]["start"], workers=workers), p)
         draws, tol, max_draws, n_paths = s.draws, s.tol, s.max_draws, s.n_paths
     else:
@@ -347,7 +353,8 @@ def report(data: dict[str, Any]) -> str:
              "`dmftsolve transition` (paired weights, batches of 8 draws; 2·10⁴ kernel paths and the "
              "plain Stein mean unless the case's name says otherwise: `_paths8e4` 8·10⁴ paths, `_reg` "
              "responses by regression, `_defaults` every default of the command, recorded with each "
-             "search's version: 8·10⁴ paths at width 2, responses by regression); GD: float32, "
+             "search's version: 8·10⁴ paths at width 2, responses by regression, seed 1; "
+             "`_defaults_seed2` the same with seed 2); GD: float32, "
              "batches of 20 trials, cosines every 5 steps. δ_50: the probit's maximum likelihood ± its "
              "posterior standard deviation (flat priors on δ_50 and log w; "
              "`probit_fit(shrink=\"fit\", error=\"posterior\")`, the search's error since 0.6.0).", "",
