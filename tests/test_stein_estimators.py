@@ -49,3 +49,34 @@ def test_paired_difference_matches_by_seed(load_validation: Callable[[str], Modu
     b = {"seeds": [4, 5, 6], "RQ_last": [0.6, 0.9, 7.0]}
     mean, se, n = mod.paired_difference(a, b)
     assert n == 2 and math.isclose(mean, 0.2) and math.isclose(se, 0.1)
+
+
+def test_stratified_labels_put_one_label_per_stratum(load_validation: Callable[[str], ModuleType]) -> None:
+    """The stratified variant's ``V*``: each batch's distinct columns fall one in each of the
+    ``n`` equal-probability strata of N(0, 1) (reference: ``Φ`` of the sorted values lies in
+    ``[j/n, (j+1)/n)``), in the rank order of the plain run's ``V*`` (the same normals are
+    drawn), the copies repeat them (antithetic pairs equal, reflected copies negated), the plain
+    draw is restored afterwards, and the side stream of the strata leaves the run's generator
+    where it was (so the innovations are the plain run's)."""
+    from scipy.special import ndtr
+
+    from dmftsolve.dynamics import dmft as dmft_module
+
+    mod = load_validation("stein_estimators")
+    cfg = dict(mod.TINY)
+    keep = (cfg["times"][0],)
+    plain = mod._solve(cfg, 800, 3, keep)
+    strat = mod._solve(cfg, 800, 3, keep, labels="stratified")
+    assert dmft_module._Run._draw_shared is mod._DRAW_SHARED
+    v, w = strat.law(keep[0]).Vstar[:, 0], plain.law(keep[0]).Vstar[:, 0]
+    n = v.size // (4 * strat.settings["n_batches"])  # a batch: n distinct, antithetic, reflected
+    for b in range(2):
+        base = v[4 * n * b: 4 * n * b + n]
+        np.testing.assert_array_equal(np.floor(ndtr(np.sort(base)) * n), np.arange(n))
+        np.testing.assert_array_equal(np.argsort(base), np.argsort(w[4 * n * b: 4 * n * b + n]))
+        np.testing.assert_array_equal(v[4 * n * b + n: 4 * n * b + 2 * n], base)
+        np.testing.assert_array_equal(v[4 * n * b + 2 * n: 4 * n * b + 3 * n], -base)
+    rng = np.random.default_rng(7)
+    before = rng.bit_generator.state
+    a, b2 = mod._strata_stream(rng).random(3), mod._strata_stream(rng).random(3)
+    assert rng.bit_generator.state == before and np.array_equal(a, b2)
