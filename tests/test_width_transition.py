@@ -351,7 +351,8 @@ def test_seed2_defaults_cases_run_the_defaults_with_seed_two(load_validation, mo
     seen: list[tuple[int, float, float]] = []
 
     class Fake:
-        delta_50, delta_50_err, width, message, deltas, successes, draws, points = 3.0, 0.1, 0.5, "", [], [], [], []
+        delta_50, delta_50_err, width, message = 3.0, 0.1, 0.5, ""
+        deltas, successes, draws, points = [], [], [], []
 
         class status:  # noqa: N801
             value = "success"

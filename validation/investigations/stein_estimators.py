@@ -63,7 +63,8 @@ VARIANTS: tuple[tuple[str, int, dict[str, Any]], ...] = (
     ("regression, cross-fitted", 1, {"stein_crossfit": True}),
     ("regression, null_rtol 1e-3 (more innovations dropped)", 1, {"null_rtol": 1e-3}),
     ("regression, null_rtol 3e-5 (fewer dropped)", 1, {"null_rtol": 3e-5}),
-    ("regression, stratified labels (one V* in each of n equal-probability strata)", 1, {"labels": "stratified"}),
+    ("regression, stratified labels (one V* in each of n equal-probability strata)", 1,
+     {"labels": "stratified"}),
     ("regression, 2× paths", 2, {}),
     ("regression, 4× paths", 4, {}),
 )
