@@ -161,10 +161,10 @@ DEFAULT_CASES = ("gelu_z2m1_m2", "gelu_z2_m2", "quad_z2m1_m2_eta05", "gelu_z2m1_
                  "gelu_easyhard_m2", "gelu_z2_m1", "gelu_abs_m2")
 for _of in DEFAULT_CASES:
     CASES[f"{_of}_defaults"] = _defaults_case(_of)
-#: The six width cases again at the defaults with another seed (``--seed`` is ignored for them):
-#: how far a search moves with its seed alone.
+#: The six width cases (and ``abs(z)`` at width 2, the defaults' miss) again at the defaults with
+#: another seed (``--seed`` is ignored for them): how far a search moves with its seed alone.
 WIDTH_CASES = DEFAULT_CASES[:6]
-for _of in WIDTH_CASES:
+for _of in (*WIDTH_CASES, "gelu_abs_m2"):
     CASES[f"{_of}_defaults_seed2"] = _defaults_case(_of) | {"seed": 2}
 
 
