@@ -27,7 +27,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import platform
 import time
+from pathlib import Path
 
 import numpy as np
 from threadpoolctl import threadpool_limits
@@ -35,6 +38,17 @@ from threadpoolctl import threadpool_limits
 from dmftsolve import Problem
 from dmftsolve.simulation.simulator import simulate
 from dmftsolve.thresholds.finite_d_transition import TransitionSettings, transition
+
+
+def cpu_model() -> str:
+    """The CPU's model name (``/proc/cpuinfo``, else :func:`platform.processor`), so that the
+    printed ratios, which depend on the machine as much as on the code, name the machine."""
+    info = Path("/proc/cpuinfo")
+    if info.exists():
+        for line in info.read_text(errors="replace").splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor() or "unknown"
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -58,7 +72,7 @@ def main(argv: list[str] | None = None) -> dict:
     a = ap.parse_args(argv)
     p = Problem.build(target=a.target, activation=a.activation, m=a.m, eta=a.eta, steps=a.steps)
     out: dict = {"d": a.d, "target": a.target, "activation": a.activation, "m": a.m, "steps": a.steps,
-                 "tol": a.tol, "paths": a.paths}
+                 "tol": a.tol, "paths": a.paths, "cpu": cpu_model(), "cores": os.cpu_count()}
     with threadpool_limits(1):
         t0 = time.perf_counter()
         s = TransitionSettings(draws=8, seed=0, tol=a.tol, start=a.start, n_paths=a.paths)
@@ -94,7 +108,8 @@ def main(argv: list[str] | None = None) -> dict:
     if a.json:
         print(json.dumps(out))
     else:
-        print(f"{a.activation}, {a.target}, m = {a.m}, d = {a.d}, T = {a.steps}, {a.paths} paths")
+        print(f"{a.activation}, {a.target}, m = {a.m}, d = {a.d}, T = {a.steps}, {a.paths} paths; "
+              f"{out['cpu']}, {out['cores']} cores")
         print(f"search:      {out['search_seconds']:.0f} s, {out['search_draws']} draws, "
               f"delta_50 = {c.delta_50:.2f} ± {c.delta_50_err:.2f} ({c.status.value})")
         if "grid_seconds" in out:
