@@ -952,6 +952,13 @@ class _Run:
             h = np.tile(self.rng.standard_normal((rows, n)), (1, reps)).reshape(rows, self.B, self.n_base)
         else:
             h = self.rng.standard_normal((rows, self.B, self.n_base))
+        return self._shared_copies(h, flip)
+
+    def _shared_copies(self, h: np.ndarray, flip: tuple[int, ...] = ()) -> np.ndarray:
+        """Base normals ``h`` (rows, ``B``, ``n_base``) → (rows, N): both members of an
+        antithetic pair get the same value, and rows ``flip`` change sign in the reflected
+        copies (:meth:`_draw_shared`)."""
+        rows = h.shape[0]
         if self.cfg.antithetic:
             h = np.concatenate([h, h], axis=2)
         if self.cfg.reflect:

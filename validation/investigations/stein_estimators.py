@@ -87,13 +87,7 @@ def _stratified_labels(self: Any, rows: int, flip: tuple[int, ...] = (), quenche
     h = self.rng.standard_normal((rows, self.B, self.n_base))
     ranks = np.argsort(np.argsort(h, axis=2), axis=2)
     h = ndtri((ranks + _strata_stream(self.rng).random(h.shape)) / self.n_base)
-    if self.cfg.antithetic:
-        h = np.concatenate([h, h], axis=2)
-    if self.cfg.reflect:
-        sign = np.ones((rows, 1, 1))
-        sign[list(flip)] = -1.0
-        h = np.concatenate([h, sign * h], axis=2)
-    return h.reshape(rows, self.N)
+    return self._shared_copies(h, flip)
 
 
 def _strata_stream(rng: np.random.Generator) -> np.random.Generator:
