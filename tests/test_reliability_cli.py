@@ -153,3 +153,36 @@ def test_not_implemented_is_bad_input_not_internal_error(capsys: pytest.CaptureF
     code = main(["alg-threshold", "--target", "z1**2 + z2**2 + z3**2 + 0.5*eps", "--method", "additive"])
     err = capsys.readouterr().err
     assert code == 2 and "internal error" not in err and "not supported: additive-noise method: k=3" in err
+
+
+def test_transition_search_memory_check_uses_the_start_when_paths_grow_with_n(monkeypatch) -> None:  # noqa: ANN001
+    """``--paths-per-sample`` makes the kernel paths grow with ``n = δd``: a search is checked at
+    the δ it starts from, so the ``--paths-per-sample`` the command's warning suggests is not
+    refused at d = 3000 for what δ = 200 would need (it was: 32.6 GiB at 4 paths per sample);
+    a grid is still checked at its largest δ, and a search starting too high is refused.
+    Reference for the sizes: ``dmft_cost`` (memory of one DMFT) at 4·6·3000 and 4·200·3000
+    paths, against an available memory set between them."""
+    import argparse
+
+    from dmftsolve import Problem
+    from dmftsolve.cli import _common
+    from dmftsolve.cli._common import CommandError, dmft_cost
+    from dmftsolve.cli.transition import _check_transition_cost
+    from dmftsolve.thresholds.finite_d_transition import TransitionSettings, resolve_settings
+
+    p = Problem.build(target="z**2", activation="quad", eta=0.1, steps=600)
+    small, _ = dmft_cost(p, 4 * 6 * 3000, replicate=False)
+    large, _ = dmft_cost(p, 4 * 200 * 3000, replicate=False)
+    assert small < 4 * 2**30 < large
+    monkeypatch.setattr(_common, "available_memory", lambda: 4 * 2**30)
+
+    def check(delta: list[float] | None, start: float | None) -> None:
+        s = resolve_settings(TransitionSettings(paths_per_sample=4, start=start, workers=1), p)
+        args = argparse.Namespace(delta=delta, d=3000, construction="forced", json=True)
+        _check_transition_cost(args, p, s)
+
+    check(None, None)  # the search from δ = 6
+    with pytest.raises(CommandError, match="GiB of memory"):
+        check([6.0, 200.0], None)  # a grid: its largest δ
+    with pytest.raises(CommandError, match="GiB of memory"):
+        check(None, 200.0)  # a search that starts where the paths do not fit

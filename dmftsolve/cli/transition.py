@@ -186,11 +186,23 @@ def _draw_seconds(problem: Any, n_paths: int, s: Any) -> float:
 def _check_transition_cost(args: argparse.Namespace, problem: Any, s: Any) -> None:
     """Refuse (exit 2) or warn before a run whose estimated time or memory is too large: at
     most ``--max-draws`` draws (search) or ``--draws`` per grid point, each one DMFT of
-    ``T`` steps with the largest number of kernel paths the run will use."""
+    ``T`` steps with the largest number of kernel paths the run will use.
+
+    A grid's largest δ is known; a search's is not. Where the kernel paths grow with
+    ``n = δd`` (``--paths-per-sample``, the ``finite_n`` and ``quenched`` constructions) a
+    search is checked at the δ it starts from (``--start``, default 6), not at the largest δ it
+    could reach (200): that refused the ``--paths-per-sample 2`` the command's own warning
+    suggests at d = 3000 (32.6 GiB for 2.4·10⁶ paths at δ = 200 with ``--paths-per-sample 4``).
+    A draw at a larger δ checks its own memory before it allocates (``solve_dmft``)."""
     from dmftsolve.cli._common import check_cost, dmft_cost
     from dmftsolve.thresholds.finite_d_transition import kernel_paths
 
-    deltas = args.delta if args.delta is not None else [200.0]  # the search's largest δ
+    if args.delta is not None:
+        deltas = args.delta
+    elif s.paths_per_sample is not None or args.construction in ("finite_n", "quenched"):
+        deltas = [6.0 if s.start is None else float(s.start)]  # where the search starts
+    else:
+        deltas = [200.0]  # the search's largest δ (the kernel paths do not depend on it)
     n_max = max(int(round(x * args.d)) for x in deltas)
     N = kernel_paths(s, n_max) if args.construction in ("forced", "initial") else \
         (n_max if args.construction == "finite_n" else 4 * s.copies * n_max)
