@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -350,16 +351,10 @@ def test_seed2_defaults_cases_run_the_defaults_with_seed_two(load_validation, mo
     mod = load_validation("width_transition")
     seen: list[tuple[int, float, float]] = []
 
-    class Fake:
-        delta_50, delta_50_err, width, message = 3.0, 0.1, 0.5, ""
-        deltas, successes, draws, points = [], [], [], []
-
-        class status:  # noqa: N801
-            value = "success"
-
     def fake_transition(p, d, deltas, *, settings, **kw):  # noqa: ANN001, ANN003, ANN202
         seen.append((settings.seed, settings.tol, settings.start))
-        return Fake()
+        return SimpleNamespace(delta_50=3.0, delta_50_err=0.1, width=0.5, message="", deltas=[],
+                               successes=[], draws=[], points=[], status=SimpleNamespace(value="success"))
 
     monkeypatch.setattr(mod, "transition", fake_transition)
     assert set(mod.WIDTH_CASES) <= set(mod.DEFAULT_CASES) and len(mod.WIDTH_CASES) == 6
