@@ -28,27 +28,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import time
-from pathlib import Path
 
 import numpy as np
 from threadpoolctl import threadpool_limits
 
 from dmftsolve import Problem
+from dmftsolve.results import cpu_model
 from dmftsolve.simulation.simulator import simulate
 from dmftsolve.thresholds.finite_d_transition import TransitionSettings, transition
-
-
-def cpu_model() -> str:
-    """The CPU's model name (``/proc/cpuinfo``, else :func:`platform.processor`), so that the
-    printed ratios, which depend on the machine as much as on the code, name the machine."""
-    info = Path("/proc/cpuinfo")
-    if info.exists():
-        for line in info.read_text(errors="replace").splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    return platform.processor() or "unknown"
 
 
 def main(argv: list[str] | None = None) -> dict:

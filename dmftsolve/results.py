@@ -11,6 +11,7 @@ import dataclasses
 import enum
 import functools
 import math
+import platform
 import subprocess
 import time
 from collections.abc import Sequence
@@ -21,8 +22,8 @@ import numpy as np
 
 from dmftsolve._version import __version__
 
-__all__ = ["Status", "SolverError", "Result", "jsonable", "git_commit", "format_pm", "binomial_error",
-           "format_binomial"]
+__all__ = ["Status", "SolverError", "Result", "jsonable", "git_commit", "cpu_model", "format_pm",
+           "binomial_error", "format_binomial"]
 
 
 class Status(enum.Enum):
@@ -138,6 +139,40 @@ def stamped_commit(path: Path | None = None) -> str | None:
     except (OSError, UnicodeDecodeError):
         return None
     return text if _is_commit(text) else None
+
+
+def cpu_model(cpuinfo: str | Path = "/proc/cpuinfo") -> str:
+    """The CPU's model name, for the metadata of timings and of float32 results.
+
+    Timings depend on the machine as much as on the code, and so do results in single
+    precision: the rounding of vectorised float32 arithmetic differs between CPUs, and it
+    flips some of the DMFT's zero-variance decisions (``docs/findings.md`` §7), so a seed
+    does not reproduce bit for bit on another CPU.
+
+    Parameters
+    ----------
+    cpuinfo : str or pathlib.Path, optional
+        The file to read the first ``model name`` line from (``/proc/cpuinfo``); when it does
+        not exist or has none, :func:`platform.processor` is used, else ``"unknown"``.
+
+    Returns
+    -------
+    str
+        For example ``"AMD EPYC"`` or ``"Intel(R) Xeon(R) CPU @ 2.20GHz"``.
+
+    Examples
+    --------
+    >>> isinstance(cpu_model(), str) and cpu_model() != ""
+    True
+    """
+    info = Path(cpuinfo)
+    try:
+        for line in info.read_text(errors="replace").splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
 
 
 @functools.cache

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -51,3 +52,21 @@ def test_raise_for_status_and_bad_fields():
         _demo("success")
     with pytest.raises(ValueError, match="warnings must be a sequence of str"):
         _demo(warnings="oops")
+
+
+def test_cpu_model_is_the_first_model_name_of_cpuinfo(monkeypatch: pytest.MonkeyPatch,
+                                                       tmp_path: Path) -> None:
+    """Reference: a hand-written ``/proc/cpuinfo`` with two processors; without the file, or
+    with no model name in it, the platform's processor string, else ``"unknown"``."""
+    from dmftsolve import results
+
+    info = tmp_path / "cpuinfo"
+    info.write_text("processor\t: 0\nmodel name\t: Test CPU @ 2.0GHz\nflags\t: x\n\n"
+                    "processor\t: 1\nmodel name\t: Other CPU\n")
+    assert results.cpu_model(info) == "Test CPU @ 2.0GHz"
+    monkeypatch.setattr(results.platform, "processor", lambda: "")
+    assert results.cpu_model(tmp_path / "missing") == "unknown"
+    (tmp_path / "bare").write_text("processor\t: 0\n")
+    assert results.cpu_model(tmp_path / "bare") == "unknown"
+    monkeypatch.setattr(results.platform, "processor", lambda: "x86_64")
+    assert results.cpu_model(tmp_path / "missing") == "x86_64"

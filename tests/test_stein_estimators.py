@@ -80,3 +80,32 @@ def test_stratified_labels_put_one_label_per_stratum(load_validation: Callable[[
     before = rng.bit_generator.state
     a, b2 = mod._strata_stream(rng).random(3), mod._strata_stream(rng).random(3)
     assert rng.bit_generator.state == before and np.array_equal(a, b2)
+
+
+def test_orthogonal_innovations_are_orthonormal_to_the_past(
+        load_validation: Callable[[str], ModuleType]) -> None:
+    """The orthogonalised variant's new innovations: orthogonal over the distinct columns to the
+    stored innovations and to the memory term as the paths see it (its contraction), to each
+    other, with mean square 1 (reference: those defining properties, to float64 round-off); the
+    generator is advanced exactly as the plain draw advances it; and a tiny run restores the
+    plain draw afterwards."""
+    from types import SimpleNamespace
+
+    from dmftsolve.dynamics import dmft as dmft_module
+
+    mod = load_validation("stein_estimators")
+    rng = np.random.default_rng(5)
+    cols = 400
+    mem = rng.standard_normal((2, 2 * cols))
+    run = SimpleNamespace(rng=np.random.default_rng(1), B=1, n_base=cols, compact=True, n_z=3,
+                          Z=rng.standard_normal((6, cols)).astype(np.float32), mem=mem,
+                          _contract=lambda g: g[:, :cols] - g[:, cols:])
+    z = mod._orthogonal_innovations(run, 2)
+    past = np.vstack([run.Z[:3].astype(float), mem[:, :cols] - mem[:, cols:]])
+    np.testing.assert_allclose(z @ past.T / cols, 0.0, atol=1e-12)
+    np.testing.assert_allclose(z @ z.T / cols, np.eye(2), atol=1e-12)
+    plain = np.random.default_rng(1)
+    plain.standard_normal((2, cols))
+    assert run.rng.bit_generator.state == plain.bit_generator.state
+    r = mod._solve(dict(mod.TINY), 800, 3, (), innovations="orthogonal")
+    assert r.ok and dmft_module._Run._draw is mod._DRAW
