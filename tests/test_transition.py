@@ -265,7 +265,7 @@ def test_curvature_warning_fires_when_the_paths_noise_exceeds_gds() -> None:
     # d = 4000, δ = 7.5: n = 30000, 2n/N − 1 = 2 (the worst of the grid)
     w = curvature_warning(paired, 4000, [6.0, 7.5, 7.0])
     assert w is not None and "is 2 x GD's at delta = 7.5" in w and "N = 20000 paths, n = 30000" in w
-    assert "paths_per_sample=2" in w
+    assert "paths_per_sample=2" in w and "or 4 if memory allows" in w
     assert curvature_warning(paired, 2000, [6.0, 9.0]) is None  # 2·18000/20000 − 1 = 0.8
     assert curvature_warning(paired, 2000, [10.0]) is None  # exactly 1: not above
     assert curvature_warning(TransitionSettings(paths_per_sample=2), 4000, [7.5]) is None
