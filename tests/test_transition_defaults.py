@@ -1,0 +1,40 @@
+"""``validation/transition_defaults.py``: its tiny search end to end, and its report against
+hand-made results."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from types import ModuleType
+
+import pytest
+
+
+def test_tiny_search_records_what_it_used(load_validation: Callable[[str], ModuleType]) -> None:
+    mod = load_validation("transition_defaults")
+    out = mod.main(["--tiny"])
+    (k, v), = out.items()
+    assert k == "gelu_z2m1|100"
+    assert sum(v["draws"]) >= 8 and len(v["deltas"]) == len(v["successes"]) >= 2
+    assert v["settings"]["n_paths"] == 400 and v["settings"]["cpu"]
+    # n = 6·100 samples against N = 400 paired paths: excess 2n/N − 1 = 2 (the closed form of
+    # finite_d_transition.curvature_excess), so the command's warning is recorded
+    assert v["curvature_excess_max"] == pytest.approx(2.0)
+    assert any("paths_per_sample=2" in w for w in v["warnings"])
+
+
+def test_report_counts_the_bar_at_the_defaults_only(load_validation: Callable[[str], ModuleType]) -> None:
+    """Two searches of GeLU ``z² − 1`` at d = 1000 against GD's stored 6.89: 7.1 is within
+    max(0.3, 5 %) = 0.34, 7.4 is not; the `@pps2` row is shown but not counted."""
+    mod = load_validation("transition_defaults")
+    gd = mod.gd_of("gelu_z2m1", 1000)
+    assert gd is not None and 6.7 < gd[0] < 7.1  # findings §9.2: 6.89 ± 0.07
+
+    def row(x: float, pps: float | None) -> dict:
+        return {"delta_50": x, "err": 0.14, "status": "success", "draws": [40, 40], "seconds": 12.0,
+                "curvature_excess_max": 0.0, "settings": {"n_paths": 20000, "paths_per_sample": pps}}
+
+    text = mod.report({"gelu_z2m1|1000": row(gd[0] + 0.2, None), "gelu_z2m1|500": row(10.0, None),
+                       "gelu_z2m1|1000@pps2": row(gd[0] + 0.9, 2)})
+    assert "| 1000 | 20000 | " in text and "| 1000 | N = 2 n | " in text
+    assert "1 of 2 searches are within the bar" in text
+    assert text.index("| 500 |") < text.index("| 1000 | 20000")
