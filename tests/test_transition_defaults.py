@@ -15,7 +15,7 @@ def test_tiny_search_records_what_it_used(load_validation: Callable[[str], Modul
     (k, v), = out.items()
     assert k == "gelu_z2m1|100"
     assert sum(v["draws"]) >= 8 and len(v["deltas"]) == len(v["successes"]) >= 2
-    assert v["settings"]["n_paths"] == 400 and v["settings"]["cpu"]
+    assert v["settings"]["n_paths"] == 400 and v["settings"]["cpu"] and v["cpu_seconds"] > 0
     # n = 6·100 samples against N = 400 paired paths: excess 2n/N − 1 = 2 (the closed form of
     # finite_d_transition.curvature_excess), so the command's warning is recorded
     assert v["curvature_excess_max"] == pytest.approx(2.0)
@@ -31,7 +31,8 @@ def test_report_counts_the_bar_at_the_defaults_only(load_validation: Callable[[s
 
     def row(x: float, pps: float | None) -> dict:
         return {"delta_50": x, "err": 0.14, "status": "success", "draws": [40, 40], "seconds": 12.0,
-                "curvature_excess_max": 0.0, "settings": {"n_paths": 20000, "paths_per_sample": pps}}
+                "cpu_seconds": 20.0, "curvature_excess_max": 0.0,
+                "settings": {"n_paths": 20000, "paths_per_sample": pps}}
 
     text = mod.report({"gelu_z2m1|1000": row(gd[0] + 0.2, None), "gelu_z2m1|500": row(10.0, None),
                        "gelu_z2m1|1000@pps2": row(gd[0] + 0.9, 2)})
