@@ -38,4 +38,23 @@ def test_report_counts_the_bar_at_the_defaults_only(load_validation: Callable[[s
                        "gelu_z2m1|1000@pps2": row(gd[0] + 0.9, 2)})
     assert "| 1000 | 20000 | " in text and "| 1000 | N = 2 n | " in text
     assert "1 of 2 searches are within the bar" in text
+    # no search warned (excess 0): the heeded count is the defaults'
+    assert mod.heeded_count({"gelu_z2m1|1000": row(gd[0] + 0.2, None), "gelu_z2m1|500": row(10.0, None),
+                             "gelu_z2m1|1000@pps2": row(gd[0] + 0.9, 2)}) == (1, 2, 0, 0, 0)
     assert text.index("| 500 |") < text.index("| 1000 | 20000")
+
+
+def test_heeded_count_swaps_in_the_n_2n_search_where_the_command_warned(
+        load_validation: Callable[[str], ModuleType]) -> None:
+    """A default search 0.9 high whose curvature excess is 2.3 (above the warning's 1) and its
+    N = 2n search 0.1 high: within after the swap; a search with excess 0.5 keeps its own."""
+    mod = load_validation("transition_defaults")
+    g = mod.gd_of("gelu_z2", 2000)[0]
+    g2 = mod.gd_of("gelu_z2", 1000)[0]
+
+    def row(x: float, excess: float) -> dict:
+        return {"delta_50": x, "curvature_excess_max": excess}
+
+    data = {"gelu_z2|2000": row(g + 0.9, 2.3), "gelu_z2|2000@pps2": row(g + 0.1, 0.0),
+            "gelu_z2|1000": row(g2 + 0.9, 0.5), "gelu_z2|1000@pps2": row(g2, 0.0)}
+    assert mod.heeded_count(data) == (1, 2, 1, 0, 1)
