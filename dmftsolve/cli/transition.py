@@ -61,8 +61,9 @@ The paths' own noise: the default paired weights give the curvature along the
 target GD's noise when there are at least 2n paths; above that (large d) the
 excess 2n/N - 1 remains (per point in the JSON as curvature_excess) and a warning
 is printed when it exceeds 1: --paths-per-sample 2 removes it, at a cost that
-grows with n (r2 on the uncentred z**2 at d = 3000 was still 0.32 above GD with
-2 and within GD's error with 4; docs/findings.md 8).
+grows with n. Of 10 one-neuron searches at d = 2000-4000 that warned, 6 were
+within max(0.3, 5 %) of GD at the defaults and 9 with --paths-per-sample 2 (1.1-9x
+the CPU time; validation/results/transition_defaults.md, docs/findings.md 9.2).
 
 Any width --m and any number of directions; the label must be invariant under
 reflecting its hard directions jointly (e.g. z**2 - 1, z1*z2, z1 + z2**2 - 1);
