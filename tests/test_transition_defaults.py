@@ -24,7 +24,7 @@ def test_tiny_search_records_what_it_used(load_validation: Callable[[str], Modul
 
 def test_report_counts_the_bar_at_the_defaults_only(load_validation: Callable[[str], ModuleType]) -> None:
     """Two searches of GeLU ``z² − 1`` at d = 1000 against GD's stored 6.89: 7.1 is within
-    max(0.3, 5 %) = 0.34, 7.4 is not; the `@pps2` row is shown but not counted."""
+    max(0.3, 5 %) = 0.34, 7.4 is not; the `@pps2` and `@seed1` rows are shown but not counted."""
     mod = load_validation("transition_defaults")
     gd = mod.gd_of("gelu_z2m1", 1000)
     assert gd is not None and 6.7 < gd[0] < 7.1  # findings §9.2: 6.89 ± 0.07
@@ -34,8 +34,12 @@ def test_report_counts_the_bar_at_the_defaults_only(load_validation: Callable[[s
                 "cpu_seconds": 20.0, "curvature_excess_max": 0.0,
                 "settings": {"n_paths": 20000, "paths_per_sample": pps}}
 
+    seeded = row(gd[0] + 0.9, None)
+    seeded["settings"]["seed"] = 1
     text = mod.report({"gelu_z2m1|1000": row(gd[0] + 0.2, None), "gelu_z2m1|500": row(10.0, None),
-                       "gelu_z2m1|1000@pps2": row(gd[0] + 0.9, 2)})
+                       "gelu_z2m1|1000@pps2": row(gd[0] + 0.9, 2), "gelu_z2m1|1000@seed1": seeded})
+    assert mod.key("gelu_z2m1", 1000, None, 1) == "gelu_z2m1|1000@seed1"
+    assert "| 1000 | 20000, seed 1 | " in text
     assert "| 1000 | 20000 | " in text and "| 1000 | N = 2 n | " in text
     assert "1 of 2 searches are within the bar" in text
     # no search warned (excess 0): the heeded count is the defaults'
