@@ -385,3 +385,29 @@ def test_draws_keep_the_compact_history_by_default() -> None:
     assert runs["compact"].settings["history"] == "compact" and "history" not in runs["full"].settings
     np.testing.assert_allclose(runs["compact"].M, runs["full"].M, rtol=0, atol=1e-8)
     np.testing.assert_allclose(runs["compact"].cosine, runs["full"].cosine, rtol=0, atol=1e-8)
+
+
+def test_label_mean_warning_fires_on_uncentred_labels_at_the_default_paths() -> None:
+    """``label_mean_warning``: the label's mean against ``LABEL_MEAN_WARN`` times its standard
+    deviation. References (closed forms): ``E[z²] = 1``, sd √2; ``E|z| = √(2/π) ≈ 0.80``, sd
+    ``√(1 − 2/π) ≈ 0.60``; ``z² − 1``, ``z1*z2`` and ``z1 + z2² − 1`` have mean 0, and so has
+    ``z² − 1 + 0.5 ε``. It names the paths and suggests 4× them at width 1, 2× at width 2, and
+    is silent with more than the default paths, with ``paths_per_sample``, and for the other
+    constructions."""
+    from dmftsolve.thresholds.finite_d_transition import label_mean_warning
+
+    def warn(target: str, m: int = 1, **kw: object) -> str | None:
+        return label_mean_warning(Problem.build(target=target, activation="gelu", m=m),
+                                  TransitionSettings(**kw))
+
+    w = warn("z**2")
+    assert w is not None and "mean is 1 (sd 1.4)" in w and "(--paths 80000)" in w
+    w2 = warn("abs(z)", m=2)
+    assert w2 is not None and "mean is 0.8 (sd 0.6" in w2 and "(--paths 160000)" in w2
+    assert warn("z**2 + 0.5*eps") is not None
+    for t, m in (("z**2 - 1", 1), ("z1*z2", 2), ("z1 + z2**2 - 1", 2), ("z**2 - 1 + 0.5*eps", 1)):
+        assert warn(t, m=m) is None, t
+    assert warn("z**2", n_paths=20_001) is None
+    assert warn("z**2", n_paths=20_000) is not None
+    assert warn("z**2", paths_per_sample=2) is None
+    assert warn("z**2", construction="initial") is None

@@ -80,7 +80,11 @@ z**2 was +0.69 with 20000 and +0.16 with 80000: --paths 20000 is a 4x cheaper,
 biased choice. At widths 1, 3 and 4, 20000 paths were within
 in every case run (plain Stein mean). On the uncentred z**2 at width 1 (GeLU,
 d = 1000) six seeds averaged 11.03 with 20000 paths and 10.82 with 80000, GD
-10.72 ± 0.15: --paths 80000 is the closer, 4x dearer choice there.
+10.72 ± 0.15: --paths 80000 is the closer, 4x dearer choice there. On any label
+with a non-zero mean the command warns when the paths are the width's default
+or fewer: on such labels the theory ran 0.1-0.6 above GD with the defaults
+(also r2 on z**2 at d = 1000, and abs(z) at width 2 with 80000 paths, +0.18
+with 160000; docs/findings.md 9.2, 10.1).
 
 Cost: one DMFT run of at most T steps with --paths paths per draw (T = 400,
 d = 2000, float32 path history, compact history, a draw that does not escape,

@@ -426,6 +426,44 @@ def curvature_excess(s: TransitionSettings, n: int) -> float:
 CURVATURE_EXCESS_WARN = 1.0
 
 
+#: ``|E[y]|`` above this fraction of ``sd(y)`` makes a label "uncentred" for
+#: :func:`label_mean_warning` (``z**2``: 0.71; ``abs(z)``: 1.32; ``min(z**2, 3)``: 0.82;
+#: ``z**2 - 1``, ``z1*z2``, ``z1 + z2**2 - 1``: 0 up to the Monte Carlo error).
+LABEL_MEAN_WARN = 0.1
+
+
+def label_mean_warning(problem: Problem, s: TransitionSettings) -> str | None:
+    """A warning when the label has a non-zero mean and the draws use no more kernel paths
+    than the width's default; None otherwise.
+
+    On uncentred labels the theory ran high with the default paths, and more paths brought it
+    to GD's (``docs/findings.md`` §9.2, §10.1, §10.4): GeLU on ``z²`` at d = 1000, six seeds,
+    +0.31 ± 0.16 with 2·10⁴ paths and +0.10 ± 0.17 with 8·10⁴; r² on ``z²`` at d = 1000, four
+    runs, +0.24 to +0.60 with 2·10⁴ and +0.11 with 8·10⁴; GeLU on ``abs(z)`` at width 2, two
+    seeds, +0.52 and +0.29 with 8·10⁴ and +0.18 with 1.6·10⁵. Centred labels were within with
+    the defaults. The mean is a Monte Carlo estimate (2¹⁶ fixed draws of ``z`` and ``ε``),
+    compared with :data:`LABEL_MEAN_WARN` times the label's standard deviation.
+    """
+    if s.construction != "forced" or s.paths_per_sample is not None:
+        return None
+    N = s.n_paths if s.n_paths is not None else default_kernel_paths(problem.m)
+    if N > default_kernel_paths(problem.m):
+        return None
+    rng = np.random.default_rng(20261206)
+    z = rng.standard_normal((2**16, problem.k))
+    eps = rng.standard_normal(2**16) if problem.target.noisy else 0.0
+    y = np.asarray(problem.labels(z, eps), dtype=float)
+    mean, sd = float(np.mean(y)), float(np.std(y))
+    if not (math.isfinite(mean) and math.isfinite(sd)) or abs(mean) <= LABEL_MEAN_WARN * sd + 3 * sd / 2**8:
+        return None
+    more = 4 * N if problem.m == 1 else 2 * N
+    return (f"the label's mean is {mean:.2g} (sd {sd:.2g}): on uncentred labels the theory ran 0.1-0.6 "
+            f"above GD with the default kernel paths ({N}) and within GD's error with 2-4x as many "
+            f"(GeLU and r2 on z**2 at d = 1000, abs(z) at width 2; docs/findings.md 9.2, 10.1, 10.4); "
+            f"for a closer delta_50, pass n_paths={more} (--paths {more}), at about "
+            f"{more // N}x the cost")
+
+
 def curvature_warning(s: TransitionSettings, d: int, deltas: Sequence[float]) -> str | None:
     """A warning when a ``"forced"`` draw's curvature along θ* carries more of the kernel
     paths' own noise than GD's (:data:`CURVATURE_EXCESS_WARN`) at some δ of ``deltas``;
@@ -771,9 +809,9 @@ def transition(problem: Problem, d: int, deltas: Sequence[float] | None = None, 
     elif reason:
         status = Status.NOT_CONVERGED
         message = f"{reason}: delta_50 error {se:.2g} > tol {s.tol:g}"
-    warning = curvature_warning(s, d, xs)
+    warns = tuple(w for w in (curvature_warning(s, d, xs), label_mean_warning(problem, s)) if w)
     res = TransitionCurve(
-        status=status, message=message, warnings=() if warning is None else (warning,),
+        status=status, message=message, warnings=warns,
         settings={**dataclasses.asdict(s), "problem": problem.to_dict(), "d": d,
                   "search": "grid" if grid is not None else "adaptive"},
         diagnostics={"fit": f"probit maximum likelihood, {error} se (probit_fit, shrink={shrink!r})",
