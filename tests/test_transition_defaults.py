@@ -39,6 +39,7 @@ def test_report_counts_the_bar_at_the_defaults_only(load_validation: Callable[[s
     text = mod.report({"gelu_z2m1|1000": row(gd[0] + 0.2, None), "gelu_z2m1|500": row(10.0, None),
                        "gelu_z2m1|1000@pps2": row(gd[0] + 0.9, 2), "gelu_z2m1|1000@seed1": seeded})
     assert mod.key("gelu_z2m1", 1000, None, 1) == "gelu_z2m1|1000@seed1"
+    assert mod.key("gelu_z2m1", 1000, None, 0, 80_000) == "gelu_z2m1|1000@paths80000"
     assert "| 1000 | 20000, seed 1 | " in text
     assert "| 1000 | 20000 | " in text and "| 1000 | N = 2 n | " in text
     assert "1 of 2 searches are within the bar" in text

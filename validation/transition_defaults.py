@@ -64,10 +64,11 @@ def problem_of(case: str) -> Problem:
     return Problem.build(target=c["target"], activation=c["activation"], eta=c["eta"], steps=c["T"])
 
 
-def key(case: str, d: int, pps: float | None, seed: int = 0) -> str:
-    """``case|d``, then ``@ppsK`` for ``K`` paths per sample and ``@seedS`` for a seed other than
-    the default 0 (such rows are shown, not counted)."""
-    return f"{case}|{d}" + (f"@pps{pps:g}" if pps else "") + (f"@seed{seed}" if seed else "")
+def key(case: str, d: int, pps: float | None, seed: int = 0, paths: int | None = None) -> str:
+    """``case|d``, then ``@ppsK`` for ``K`` paths per sample, ``@pathsN`` for ``N`` kernel paths
+    and ``@seedS`` for a seed other than the default 0 (such rows are shown, not counted)."""
+    return (f"{case}|{d}" + (f"@pps{pps:g}" if pps else "") + (f"@paths{paths}" if paths else "")
+            + (f"@seed{seed}" if seed else ""))
 
 
 def _cpu() -> float:
@@ -78,11 +79,13 @@ def _cpu() -> float:
     return t.user + t.system + t.children_user + t.children_system
 
 
-def run_one(case: str, d: int, *, pps: float | None = None, seed: int = 0, workers: int = 2,
+def run_one(case: str, d: int, *, pps: float | None = None, seed: int = 0, paths: int | None = None,
+            workers: int = 2,
             settings: TransitionSettings | None = None) -> dict[str, Any]:
     """One search at the command's defaults (``pps``: ``paths_per_sample``) and what it used."""
     p = problem_of(case)
-    s = resolve_settings(settings or TransitionSettings(workers=workers, paths_per_sample=pps, seed=seed), p)
+    s = resolve_settings(settings or TransitionSettings(workers=workers, paths_per_sample=pps, seed=seed,
+                                                      n_paths=paths), p)
     t0, c0 = time.perf_counter(), _cpu()
     c = transition(p, d, None, settings=s, throw=False, progress=True)
     wall, cpu = time.perf_counter() - t0, _cpu() - c0
@@ -192,6 +195,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--paths-per-sample", type=float, default=None,
                     help="N = K n kernel paths instead of the default 2·10⁴ (stored under @ppsK)")
     ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--paths", type=int, default=None,
+                    help="N kernel paths instead of the width's default (stored under @pathsN)")
     ap.add_argument("--seed", type=int, default=0,
                     help="the searches' seed (default 0, the command's; others stored under @seedS)")
     ap.add_argument("--redo", action="store_true", help="run stored searches again")
@@ -212,12 +217,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         done = json.loads(JSON.read_text()) if JSON.exists() else {}
         for case in cases:
             for d in ds:
-                k = key(case, d, a.paths_per_sample, a.seed)
+                k = key(case, d, a.paths_per_sample, a.seed, a.paths)
                 if gd_of(case, d) is None or (k in done and not a.redo):
                     continue
                 print(f"[{k}]", flush=True)
                 with threadpool_limits(1):
-                    v = run_one(case, d, pps=a.paths_per_sample, seed=a.seed, workers=a.workers)
+                    v = run_one(case, d, pps=a.paths_per_sample, seed=a.seed, paths=a.paths,
+                                workers=a.workers)
                 merge_json(JSON, k, v)
                 print(f"[{k}] delta_50 = {v['delta_50']:.2f} ± {v['err']:.2f} ({v['cpu_seconds']:.0f} CPU s)",
                       flush=True)
