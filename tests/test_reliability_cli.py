@@ -186,3 +186,21 @@ def test_transition_search_memory_check_uses_the_start_when_paths_grow_with_n(mo
         check([6.0, 200.0], None)  # a grid: its largest δ
     with pytest.raises(CommandError, match="GiB of memory"):
         check(None, 200.0)  # a search that starts where the paths do not fit
+
+
+def test_transition_says_the_label_mean_warning_first_and_once(capsys: pytest.CaptureFixture[str]) -> None:
+    """On an uncentred label (``z**2``, mean 1) the warning is printed before the search runs
+    (before its first progress line), once, and kept in the JSON's warnings; on the centred
+    ``z**2 - 1`` there is none."""
+    from dmftsolve.cli import main
+
+    argv = ["transition", "--target", "z**2", "--d", "100", "--delta", "5,9", "--draws", "2", "--steps", "10",
+            "--paths", "400", "--workers", "1", "--json", "--progress"]
+    main(argv)  # 2 draws per δ may not bracket δ_50 (exit 1): the warnings are what is tested
+    out, err = capsys.readouterr()
+    lines = [x for x in err.splitlines() if x.strip()]
+    label = [i for i, x in enumerate(lines) if x.startswith("warning: the label's mean is 1")]
+    assert len(label) == 1 and label[0] == 0, lines[:3]
+    assert any("label's mean" in w for w in json.loads(out)["result"]["warnings"])
+    main([*argv[:2], "z**2 - 1", *argv[3:]])
+    assert "label's mean" not in capsys.readouterr().err

@@ -229,6 +229,7 @@ def run(args: argparse.Namespace) -> int:
     from dmftsolve.results import format_binomial
     from dmftsolve.thresholds.finite_d_transition import (
         TransitionSettings,
+        label_mean_warning,
         probit_fit,
         resolve_settings,
         transition,
@@ -265,6 +266,9 @@ def run(args: argparse.Namespace) -> int:
                            history=args.history, max_draws=max(args.max_draws, args.draws), start=args.start)
     s = resolve_settings(s, problem)  # --paths: the width's default when not given
     _check_transition_cost(args, problem, s)
+    early = label_mean_warning(problem, s)  # known before the search: said first, so one can stop
+    if early:
+        print(f"warning: {early}", file=sys.stderr, flush=True)
     c = transition(problem, args.d, args.delta, settings=s, throw=False, progress=want_progress(args))
     sim_fit = None
     if sim is not None:
@@ -330,8 +334,9 @@ def run(args: argparse.Namespace) -> int:
         return "\n".join(out)
 
     emit(args, payload, table)
-    for w in c.warnings:  # also in the JSON (result.warnings)
-        print(f"warning: {w}", file=sys.stderr)
+    for w in c.warnings:  # also in the JSON (result.warnings); the label's was said at the start
+        if w != early:
+            print(f"warning: {w}", file=sys.stderr)
     if not c.ok:
         raise CommandError(f"{c.status.value}: {c.message}")
     return 0
