@@ -31,9 +31,11 @@ CPU-minutes); ``--tiny`` runs a small configuration (the test). Output:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -127,22 +129,27 @@ _DRAW_SHARED = dmft_module._Run._draw_shared
 _DRAW = dmft_module._Run._draw
 
 
+@contextlib.contextmanager
+def _patched(attr: str, replacement: Any) -> Iterator[None]:
+    """``_Run.<attr>`` replaced by ``replacement`` inside the block, restored after."""
+    original = getattr(dmft_module._Run, attr)
+    setattr(dmft_module._Run, attr, replacement)
+    try:
+        yield
+    finally:
+        setattr(dmft_module._Run, attr, original)
+
+
 def _solve(cfg: dict[str, Any], n_paths: int, seed: int, keep: tuple[int, ...], **options: Any) -> Any:
     """The restricted DMFT with the draws' settings (``TransitionSettings`` defaults), changed by
     ``options`` (``labels="stratified"``: :func:`_stratified_labels`; ``innovations="orthogonal"``:
     :func:`_orthogonal_innovations`)."""
-    if options.pop("innovations", None) == "orthogonal":
-        dmft_module._Run._draw = _orthogonal_innovations  # type: ignore[method-assign]
-        try:
-            return _solve(cfg, n_paths, seed, keep, **options)
-        finally:
-            dmft_module._Run._draw = _DRAW  # type: ignore[method-assign]
-    if options.pop("labels", None) == "stratified":
-        dmft_module._Run._draw_shared = _stratified_labels  # type: ignore[method-assign]
-        try:
-            return _solve(cfg, n_paths, seed, keep, **options)
-        finally:
-            dmft_module._Run._draw_shared = _DRAW_SHARED  # type: ignore[method-assign]
+    patches = {"innovations": ("orthogonal", "_draw", _orthogonal_innovations),
+               "labels": ("stratified", "_draw_shared", _stratified_labels)}
+    for option, (value, attr, replacement) in patches.items():
+        if options.pop(option, None) == value:
+            with _patched(attr, replacement):
+                return _solve(cfg, n_paths, seed, keep, **options)
     kw: dict[str, Any] = {"stein_regression": True, "antithetic": True} | options
     return solve_dmft(problem(max(cfg["times"])), cfg["delta"], n_paths=n_paths, reflect=(0,),
                       keep_samples_at=keep, errors="none", test_loss="none", seed=seed, throw=False,
