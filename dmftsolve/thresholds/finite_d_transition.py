@@ -439,9 +439,10 @@ def label_mean_warning(problem: Problem, s: TransitionSettings) -> str | None:
     On uncentred labels the theory ran high with the default paths, and more paths brought it
     to GD's (``docs/findings.md`` §9.2, §10.1, §10.4): GeLU on ``z²`` at d = 1000, six seeds,
     +0.31 ± 0.16 with 2·10⁴ paths and +0.10 ± 0.17 with 8·10⁴; r² on ``z²`` at d = 1000, four
-    runs, +0.24 to +0.60 with 2·10⁴ and +0.11 with 8·10⁴; GeLU on ``abs(z)`` at width 2, two
-    seeds, +0.52 and +0.29 with 8·10⁴ and +0.18 with 1.6·10⁵. Centred labels were within with
-    the defaults. The mean is a Monte Carlo estimate (2¹⁶ fixed draws of ``z`` and ``ε``),
+    runs, +0.24 to +0.60 with 2·10⁴ and +0.11 and −0.10 with 8·10⁴; GeLU on ``min(z², 3)`` at
+    d = 500, +0.53 and −0.31; GeLU on ``abs(z)`` at width 2, two seeds, +0.52 and +0.29 with
+    8·10⁴ and +0.18 with 1.6·10⁵. Centred labels were within with the defaults at d ≤ 1000.
+    The mean is a Monte Carlo estimate (2¹⁶ fixed draws of ``z`` and ``ε``),
     compared with :data:`LABEL_MEAN_WARN` times the label's standard deviation.
     """
     if s.construction != "forced" or s.paths_per_sample is not None:
