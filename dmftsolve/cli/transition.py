@@ -233,6 +233,7 @@ def run(args: argparse.Namespace) -> int:
         probit_fit,
         resolve_settings,
         transition,
+        transition_directions,
     )
 
     if args.plot is not None:  # shared check (cli/_common): directory, writability, format
@@ -266,6 +267,7 @@ def run(args: argparse.Namespace) -> int:
                            history=args.history, max_draws=max(args.max_draws, args.draws), start=args.start)
     s = resolve_settings(s, problem)  # --paths: the width's default when not given
     _check_transition_cost(args, problem, s)
+    transition_directions(problem)  # an unsupported problem fails first, with its one line
     early = label_mean_warning(problem, s)  # known before the search: said first, so one can stop
     if early:
         print(f"warning: {early}", file=sys.stderr, flush=True)
