@@ -459,7 +459,7 @@ def label_mean_warning(problem: Problem, s: TransitionSettings) -> str | None:
         return None
     more = 4 * N if problem.m == 1 else 2 * N
     return (f"the label's mean is {mean:.2g} (sd {sd:.2g}): on uncentred labels the theory ran 0.1-0.6 "
-            f"above GD with the width's default kernel paths and within GD's error with 2-4x as many "
+            f"above GD with the width's default kernel paths and -0.3 to +0.35 from it with 2-4x as many "
             f"(GeLU and r2 on z**2 at d = 1000, abs(z) at width 2; docs/findings.md 9.2, 10.1, 10.4); "
             f"these draws use {N}: for a closer delta_50, pass n_paths={more} (--paths {more}), at "
             f"about {more // N}x the cost")
