@@ -41,6 +41,7 @@ def test_report_counts_the_bar_at_the_defaults_only(load_validation: Callable[[s
     assert mod.key("gelu_z2m1", 1000, None, 1) == "gelu_z2m1|1000@seed1"
     assert mod.key("gelu_z2m1", 1000, None, 0, 80_000) == "gelu_z2m1|1000@paths80000"
     assert "| 1000 | 20000, seed 1 | " in text
+    assert "With seed 1 (the default searches again): 0 of 1 within." in text
     assert "| 1000 | 20000 | " in text and "| 1000 | N = 2 n | " in text
     assert "1 of 2 searches are within the bar" in text
     # no search warned (excess 0): the heeded count is the defaults'

@@ -181,10 +181,17 @@ def report(data: dict[str, Any]) -> str:
             lines.append(f"| {TVS.pretty_target(c['target'])}, {c['activation'].replace('quad', 'r²')} | "
                          f"{c['eta']}, {c['T']} | {d} | {paths} | {th} | {gs} | {diff} | {ok} | {exs} |")
     heeded = heeded_count(data)
+    seeds = []
+    for seed in sorted({int(k.rsplit("@seed", 1)[1]) for k in data if re.fullmatch(r"[^@]+@seed\d+", k)}):
+        keys = [k for k in data if k.endswith(f"@seed{seed}") and k.count("@") == 1]
+        ok = [TVS.within(data[k]["delta_50"], g[0])[1] == "yes"
+              for k in keys if (g := gd_of(k.split("|")[0], int(k.split("@")[0].split("|")[1])))]
+        seeds.append(f"With seed {seed} (the default searches again): {sum(ok)} of {len(ok)} within.")
     lines += ["", f"At the defaults (2·10⁴ kernel paths), {n_in} of {n_all} searches are within the bar. "
               f"With the command's warning heeded (`--paths-per-sample 2` wherever the curvature excess "
               f"exceeds 1, {heeded[2]} searches), {heeded[0]} of {heeded[1]} are; of the searches it "
-              f"warned on, {heeded[3]} were within at the defaults and {heeded[4]} with N = 2n.", "",
+              f"warned on, {heeded[3]} were within at the defaults and {heeded[4]} with N = 2n."
+              + "".join(" " + x for x in seeds), "",
               "† that many of the search's draws failed (the DMFT diverged or overflowed; `message` in the "
               "JSON says where); they count as failures, as the command counts them."]
     return "\n".join(lines) + "\n"
