@@ -20,6 +20,29 @@ def test_tiny_search_records_what_it_used(load_validation: Callable[[str], Modul
     # finite_d_transition.curvature_excess), so the command's warning is recorded
     assert v["curvature_excess_max"] == pytest.approx(2.0)
     assert any("paths_per_sample=2" in w for w in v["warnings"])
+    assert v["failed_draws"] == mod.failed_draws(v) >= 0
+
+
+def test_bad_options_exit_with_one_line(load_validation: Callable[[str], ModuleType],
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+    mod = load_validation("transition_defaults")
+    for argv, words in ((["--ds", "abc"], "--ds must be"), (["--seed", "-1"], "must be positive"),
+                        (["--paths", "10"], "--paths must be at least 40"),
+                        (["--paths-per-sample", "-2"], "--paths-per-sample must be in"),
+                        (["--only", "nope"], "unknown case")):
+        with pytest.raises(SystemExit) as e:
+            mod.main(argv)
+        err = capsys.readouterr().err.strip().splitlines()
+        assert e.value.code == 2 and words in err[-1], (argv, err)
+
+
+def test_failed_draws_from_the_record_else_the_message(load_validation: Callable[[str], ModuleType]) -> None:
+    """Reference: the counts written into hand-made records."""
+    mod = load_validation("transition_defaults")
+    msg = "2 of 3 points had failed draws: δ = 5: 1 DMFT draws failed: [..]; δ = 6: 2 DMFT draws failed"
+    assert mod.failed_draws({"message": msg}) == 3
+    assert mod.failed_draws({"message": msg, "failed_draws": 7}) == 7
+    assert mod.failed_draws({"message": ""}) == 0
 
 
 def test_report_counts_the_bar_at_the_defaults_only(load_validation: Callable[[str], ModuleType]) -> None:

@@ -91,11 +91,12 @@ def run_one(case: str, d: int, *, pps: float | None = None, seed: int = 0, paths
     t0, c0 = time.perf_counter(), _cpu()
     c = transition(p, d, None, settings=s, throw=False, progress=True)
     wall, cpu = time.perf_counter() - t0, _cpu() - c0
-    excess = [p.diagnostics.get("curvature_excess", math.nan) for p in c.points]
+    excess = [pt.diagnostics.get("curvature_excess", math.nan) for pt in c.points]
     return {"delta_50": c.delta_50, "err": c.delta_50_err, "width": c.width, "status": c.status.value,
             "message": c.message, "deltas": c.deltas, "successes": c.successes, "draws": c.draws,
             "seconds": wall, "cpu_seconds": cpu,
             "curvature_excess_max": max((x for x in excess if math.isfinite(x)), default=math.nan),
+            "failed_draws": sum(len(pt.diagnostics.get("failures", [])) for pt in c.points),
             "warnings": list(c.warnings),
             "settings": {"seed": s.seed, "tol": s.tol, "start": s.start, "n_paths": s.n_paths,
                          "paths_per_sample": s.paths_per_sample, "workers": s.workers,
@@ -103,7 +104,10 @@ def run_one(case: str, d: int, *, pps: float | None = None, seed: int = 0, paths
 
 
 def failed_draws(v: dict[str, Any]) -> int:
-    """Draws whose DMFT failed (they count as failures of the search), from its message."""
+    """Draws whose DMFT failed (they count as failures of the search): recorded since 0.8.2; for
+    the searches stored before, read from the message, which names at most three points."""
+    if "failed_draws" in v:
+        return int(v["failed_draws"])
     return sum(int(x) for x in re.findall(r"(\d+) DMFT draws? failed", v.get("message") or ""))
 
 
@@ -221,13 +225,26 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     bad = [c for c in cases if c not in CASES]
     if bad:
         ap.error(f"--only: unknown case(s) {', '.join(bad)}; choose from {', '.join(CASES)}")
-    if not a.report:
+    try:
         ds = [int(x) for x in a.ds.split(",")]
+    except ValueError:
+        ap.error(f"--ds must be comma-separated integers, got {a.ds!r}")
+    if min(ds) < 1 or a.seed < 0 or a.workers < 1:
+        ap.error(f"--ds, --seed and --workers must be positive (seed ≥ 0), got {a.ds!r}, {a.seed}, "
+                 f"{a.workers}")
+    if a.paths is not None and a.paths < 40:
+        ap.error(f"--paths must be at least 40, got {a.paths}")
+    if a.paths_per_sample is not None and not 0 < a.paths_per_sample <= 1000:
+        ap.error(f"--paths-per-sample must be in (0, 1000], got {a.paths_per_sample}")
+    if not a.report:
         done = json.loads(JSON.read_text()) if JSON.exists() else {}
         for case in cases:
             for d in ds:
                 k = key(case, d, a.paths_per_sample, a.seed, a.paths)
-                if gd_of(case, d) is None or (k in done and not a.redo):
+                if gd_of(case, d) is None:
+                    print(f"[{k}] skipped: no GD counts stored for {case} at d = {d}", flush=True)
+                    continue
+                if k in done and not a.redo:
                     continue
                 print(f"[{k}]", flush=True)
                 with threadpool_limits(1):
