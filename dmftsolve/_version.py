@@ -5,4 +5,4 @@ package. Bump it whenever a default or a result changes, and say so in
 ``CHANGELOG.md``.
 """
 
-__version__ = "0.8.2"
+__version__ = "0.9.0"

@@ -174,7 +174,7 @@ def test_a_draw_that_fails_after_its_escape_counts(monkeypatch: pytest.MonkeyPat
     from dmftsolve.thresholds.finite_d_transition import _draw
 
     monkeypatch.setattr(dmft_module, "solve_dmft", _fake_solve(cosine, ok))
-    final, esc, diverged, msg = _draw(CENTRED, 6.0, 500, 0, 0.3, TransitionSettings(draws=2), 4)
+    final, esc, diverged, msg, _ = _draw(CENTRED, 6.0, 500, 0, 0.3, TransitionSettings(draws=2), 4)
     assert esc == expected
     assert bool(msg) == (expected == -1 and not ok)  # a failure is reported only if no escape came first
     assert diverged == (not ok and expected >= 0)

@@ -22,6 +22,7 @@ from dmftsolve.thresholds.delta50 import DELTA_RANGE, search_delta_50
 from dmftsolve.thresholds.finite_d_transition import (
     TransitionSettings,
     draw_starts,
+    give_up_step,
     success_probability,
     transition,
     transition_directions,
@@ -102,6 +103,86 @@ def test_stop_cosine_ends_the_solve_at_the_first_passage() -> None:
             DMFTSettings(stop_cosine=bad)
     with pytest.raises(ValueError, match="stop_directions"):
         solve_dmft(p, 8.0, stop_cosine=0.5, stop_directions=(1,), **kw)
+
+
+def _give_up_step(c: np.ndarray, T: int, factor: float, level: float = 0.5) -> int | None:
+    """The give-up rule of ``DMFTSettings.give_up_factor``, written out independently: the
+    first ``t ≥ T/4`` (and ``≥ W``) with ``c_t + F max(c_t − c_{t−W}, 0)(T − t)/W < level − 0.1``."""
+    W = max(1, round(T / 8))
+    for t in range(T + 1):
+        if c[t] > level:
+            return None
+        reach = c[t] + factor * max(c[t] - c[t - W], 0.0) * (T - t) / W
+        if 4 * t >= T and t >= W and reach < level - 0.1:
+            return t
+    return None
+
+
+@pytest.mark.parametrize("factor", [1.0, 20.0])
+def test_give_up_stops_where_the_rule_says(factor: float) -> None:
+    """A solve well below its transition gives up at the first step where the rule holds on the
+    full solve's cosine (same seed), equals that solve up to there, and is NaN afterwards; the
+    full solve never passes, so giving up lost nothing."""
+    p = Problem.build(target="z**2 - 1", activation="gelu", eta=0.5, steps=80, M0=[[0.02]], Q0=[[1.0]])
+    kw = {"n_paths": 2000, "seed": 0, "errors": "none", "test_loss": "none", "stop_cosine": 0.5}
+    full = solve_dmft(p, 3.0, **kw)
+    assert full.diagnostics["stopped_at"] is None  # never passes
+    expect = _give_up_step(full.cosine, 80, factor)
+    assert expect is not None and expect >= 20
+    assert give_up_step(full.cosine, 80, factor) == expect
+    # on a recording grid of every 5 steps the rule is checked at the recorded steps only
+    grid = np.arange(0, 81, 5)
+    on_grid = give_up_step(full.cosine[grid], 80, factor, steps=grid)
+    assert on_grid is not None and on_grid % 5 == 0 and on_grid >= expect
+    r = solve_dmft(p, 3.0, give_up_factor=factor, **kw)
+    assert r.ok and r.diagnostics["gave_up_at"] == expect and r.diagnostics["stopped_at"] is None
+    np.testing.assert_allclose(r.cosine[: expect + 1], full.cosine[: expect + 1], rtol=1e-12)
+    assert np.all(np.isnan(r.cosine[expect + 1:])) and np.all(np.isnan(r.M[expect + 1:]))
+    assert r.settings["give_up_factor"] == factor
+
+
+def test_give_up_does_not_stop_a_draw_that_passes() -> None:
+    """A solve that passes is stopped at its passage with or without the rule (same steps)."""
+    p = Problem.build(target="z**2 - 1", activation="gelu", eta=0.5, steps=60, M0=[[0.1]], Q0=[[1.0]])
+    kw = {"n_paths": 2000, "seed": 0, "errors": "none", "test_loss": "none", "stop_cosine": 0.5}
+    a = solve_dmft(p, 8.0, **kw)
+    b = solve_dmft(p, 8.0, give_up_factor=20.0, **kw)
+    assert a.diagnostics["stopped_at"] is not None
+    assert b.diagnostics["stopped_at"] == a.diagnostics["stopped_at"] and b.diagnostics["gave_up_at"] is None
+
+
+@pytest.mark.parametrize("bad, match", [
+    (0.5, "give_up_factor must be a finite number >= 1"),
+    (math.inf, "give_up_factor must be a finite number >= 1"),
+    (True, "give_up_factor must be a finite number >= 1"),
+    ("20", "give_up_factor must be a finite number >= 1"),
+])
+def test_give_up_factor_is_checked(bad: object, match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        DMFTSettings(stop_cosine=0.5, give_up_factor=bad)
+    with pytest.raises(ValueError, match=match):
+        TransitionSettings(give_up_factor=bad)
+
+
+def test_give_up_needs_stop_cosine() -> None:
+    with pytest.raises(ValueError, match="give_up_factor needs stop_cosine"):
+        DMFTSettings(give_up_factor=20.0)
+
+
+def test_given_up_draws_are_counted_and_change_no_outcome() -> None:
+    """Below and near the transition (small configuration): the draws that give up are counted
+    in the diagnostics, and every draw's outcome is the one it has when run to step T."""
+    p = Problem.build(target="z**2 - 1", activation="gelu", eta=0.5, steps=80)
+    base = TransitionSettings(draws=4, n_paths=2000, seed=3)
+    for delta in (4.0, 9.0):
+        on = success_probability(p, delta, 300, settings=base)
+        off = success_probability(p, delta, 300, settings=TransitionSettings(
+            draws=4, n_paths=2000, seed=3, give_up_factor=None))
+        np.testing.assert_array_equal(on.escape_step, off.escape_step)
+        assert on.diagnostics["given_up_draws"] <= int((on.escape_step < 0).sum())
+        assert off.diagnostics["given_up_draws"] == 0
+        if delta == 4.0:
+            assert on.diagnostics["given_up_draws"] > 0
 
 
 # --------------------------------------------------------------------------- starts and draws

@@ -93,7 +93,7 @@ RUNS: dict[int, dict[str, Any]] = {
     8: {"case": "quad_z2m1", "d": 500, "deltas": (3, 3.6, 4.2, 5, 6), "trials": 40},
     9: {"case": "quad_z2", "d": 500, "deltas": (4, 5, 6, 7, 8), "trials": 40},
     10: {"case": "gelu_min3", "d": 500, "deltas": (8, 9, 10, 11, 12), "trials": 40},
-    11: {"case": "gelu_z2", "d": 1000, "deltas": (8, 9, 10, 11, 12, 13), "trials": 40},
+    11: {"case": "gelu_z2", "d": 1000, "deltas": (8, 9, 10, 11, 12, 13), "trials": 120},  # 40 before 0.9.0
     12: {"case": "quad_z2m1", "d": 1000, "deltas": (3, 3.6, 4.2, 5, 6), "trials": 40},
     13: {"case": "quad_z2", "d": 1000, "deltas": (4, 5, 6, 7, 8), "trials": 40},
     14: {"case": "gelu_min3", "d": 2000, "deltas": (9, 10, 11, 12), "trials": 40},

@@ -89,9 +89,12 @@ with 160000; docs/findings.md 9.2, 10.1).
 Cost: one DMFT run of at most T steps with --paths paths per draw (T = 400,
 d = 2000, float32 path history, compact history, a draw that does not escape,
 one core: about 0.36 s for one neuron with 20000 paths, 0.95 s for two neurons
-with 20000 and 3.5 s with 80000 (0.7.0); less if it escapes; the cost grows with
---paths and with T times the non-null innovations, not with d). Draws run on
---workers processes.
+with 20000 and 3.5 s with 80000 (0.7.0); less if it escapes or gives up; the
+cost grows with --paths and with T times the non-null innovations, not with d).
+A draw that is not growing gives up from step T/4 on (--give-up-factor): near
+delta_50 about half the draws never pass, and giving up saves about half the
+steps of a search without changing its counts in the draws checked
+(docs/findings.md 9.10). Draws run on --workers processes.
 
 --sim FILE.json overlays simulator points in the table and the plot: a JSON object
 {"deltas": [...], "successes": [...], "trials": [...]} (e.g. from `dmftsolve
@@ -153,6 +156,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "terms at the non-null innovations (about a fifth of the steps at width 1; "
                         "a draw 1.6-1.9x cheaper, the same overlaps up to round-off); 'full' keeps "
                         "every gradient, as versions before 0.7.0 (default: %(default)s)")
+    g.add_argument("--give-up-factor", type=finite_float, default=20.0,
+                   help="end a draw as a failure from step T/4 on once even this many times its "
+                        "growth over the last T/8 steps, kept up to step T, would leave it below "
+                        "the success cosine; about half a search's steps are in such draws. It "
+                        "stopped none of the draws that passed among those checked "
+                        "(docs/findings.md section 9.10; default: %(default)g)")
+    g.add_argument("--no-give-up", action="store_true",
+                   help="run every draw that does not pass to step T, as before 0.9.0")
     g.add_argument("--workers", type=positive_int("--workers", 256), default=None,
                    help="processes for the draws (default: the CPUs this process may use)")
     g.add_argument("--plot", type=Path, default=None, help="write the curve to this image file")
@@ -253,6 +264,8 @@ def run(args: argparse.Namespace) -> int:
         workers = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     if args.paths_per_sample is not None and not 0 < args.paths_per_sample <= 1000:
         raise ValueError(f"--paths-per-sample must be in (0, 1000], got {args.paths_per_sample}")
+    if not args.give_up_factor >= 1:
+        raise ValueError(f"--give-up-factor must be at least 1, got {args.give_up_factor:g}")
     if not 0 < args.tol:
         raise ValueError(f"--tol must be positive, got {args.tol}")
     if args.start is not None and not 0.25 <= args.start <= 200:
@@ -264,7 +277,8 @@ def run(args: argparse.Namespace) -> int:
                            n_paths=args.paths, workers=workers, paths_per_sample=args.paths_per_sample,
                            force_weights=args.force_weights, tol=args.tol,
                            path_dtype=args.path_dtype, stein_regression=args.stein_regression,
-                           history=args.history, max_draws=max(args.max_draws, args.draws), start=args.start)
+                           history=args.history, max_draws=max(args.max_draws, args.draws), start=args.start,
+                           give_up_factor=None if args.no_give_up else args.give_up_factor)
     s = resolve_settings(s, problem)  # --paths: the width's default when not given
     _check_transition_cost(args, problem, s)
     transition_directions(problem)  # an unsupported problem fails first, with its one line
@@ -324,8 +338,10 @@ def run(args: argparse.Namespace) -> int:
         rows = [[f"{x:g}", f"{k}/{n}", format_binomial(int(k), int(n))]
                 for x, k, n in zip(c.deltas, c.successes, c.draws, strict=True)]
         search = "adaptive search" if args.delta is None else "grid"
+        gave_up = c.diagnostics.get("given_up_draws", 0)
         out = [f"Predicted GD success probability at d = {args.d}, T = {problem.training.steps} "
-               f"({search}, construction {args.construction}, {int(c.draws.sum())} draws)",
+               f"({search}, construction {args.construction}, {int(c.draws.sum())} draws, "
+               f"{gave_up} of them gave up)",
                format_table(["delta", "escapes", "P(success)"], rows)]
         if sim_fit is not None:
             out.append(f"simulator delta_50 = {sim_fit[0]:.2f} ± {sim_fit[1]:.2f} (probit fit)")

@@ -315,6 +315,18 @@ class DMFTSettings:
         ``diagnostics["stopped_at"]`` names the step. ``None`` (default): run all steps.
     stop_directions : sequence of int
         Target directions of ``stop_cosine`` (default: all ``k``).
+    give_up_factor : float, optional
+        With ``stop_cosine``: also stop, as a draw that will not pass, at the first step
+        ``t ≥ T/4`` at which the smallest projection ``p_t`` of ``stop_directions`` satisfies
+        ``p_t + F·max(p_t − p_{t−W}, 0)·(T − t)/W < stop_cosine − GIVE_UP_MARGIN`` with ``F``
+        this factor, ``W = max(1, round(T/8))`` and :data:`GIVE_UP_MARGIN` 0.1: even ``F``
+        times its growth over the last ``W`` steps, sustained to ``T``, would leave it short of
+        ``stop_cosine`` by the margin (a draw hovering just below ``stop_cosine`` is never given
+        up). Not exact: a draw whose
+        growth later speeds up more than ``F``-fold is stopped as a failure
+        (:data:`dmftsolve.thresholds.finite_d_transition.GIVE_UP_FACTOR`). The
+        result keeps status success, every array after the step is NaN and
+        ``diagnostics["gave_up_at"]`` names the step. ``None`` (default): never.
     path_dtype : {"float64", "float32"}
         Storage and products of the path history (innovations ``ζ^u`` and gradients ``g^u``
         of every step, read twice a step: ``O(N T)`` bytes, the solve's main cost). The
@@ -378,6 +390,7 @@ class DMFTSettings:
     quenched_labels: bool = False
     stop_cosine: float | None = None
     stop_directions: tuple[int, ...] = ()
+    give_up_factor: float | None = None
     path_dtype: Literal["float64", "float32"] = "float64"
     history: Literal["full", "compact"] = "full"
     progress: bool = False
@@ -412,6 +425,16 @@ class DMFTSettings:
                 or not isinstance(self.stop_cosine, (int, float, np.integer, np.floating))
                 or not 0 < self.stop_cosine < 1):
             raise ValueError(f"stop_cosine must be a number in (0, 1) or None, got {self.stop_cosine!r}")
+        if self.give_up_factor is not None:
+            if (isinstance(self.give_up_factor, (bool, np.bool_))
+                    or not isinstance(self.give_up_factor, (int, float, np.integer, np.floating))
+                    or not 1 <= self.give_up_factor < math.inf):
+                raise ValueError("give_up_factor must be a finite number >= 1 or None, got "
+                                 f"{self.give_up_factor!r}")
+            if self.stop_cosine is None:
+                raise ValueError("give_up_factor needs stop_cosine (the level a draw gives up on "
+                                 f"reaching), got stop_cosine=None, give_up_factor={self.give_up_factor!r}")
+            object.__setattr__(self, "give_up_factor", float(self.give_up_factor))
         if self.path_dtype not in ("float64", "float32"):
             raise ValueError(f"path_dtype must be 'float64' or 'float32', got {self.path_dtype!r}")
         if self.history not in ("full", "compact"):
@@ -546,6 +569,8 @@ class DMFTSettings:
         if self.stop_cosine is not None:  # recorded only when used (older records keep their keys)
             out["stop_cosine"] = float(self.stop_cosine)
             out["stop_directions"] = list(self.stop_directions)
+        if self.give_up_factor is not None:  # recorded only when used
+            out["give_up_factor"] = self.give_up_factor
         return out
 
 
@@ -662,6 +687,13 @@ class DMFTResult(Result):
         d = super().to_dict()
         d.pop("kept", None)
         return d
+
+
+#: ``DMFTSettings.give_up_factor``: a draw whose success statistic is within this of
+#: ``stop_cosine`` is never given up. Without it a draw that stalled at 0.48–0.49 for 60 steps and
+#: then passed at step 350 of 600 was given up at any factor (r², ``z² − 1``, d = 2000, δ = 4;
+#: ``validation/investigations/give_up.py``).
+GIVE_UP_MARGIN = 0.1
 
 
 # --------------------------------------------------------------------------- helpers
@@ -1365,16 +1397,25 @@ class _Run:
             from tqdm import tqdm
 
             steps = tqdm(steps, desc=f"DMFT ({self.cfg.method})", unit="step")
-        stopped = None
+        stopped = gave_up = None
+        give_up = self.cfg.give_up_factor
+        window = max(1, round(self.T / 8))
         for t in steps:
             blk = self._blk(t)
             G = self.M[t].T @ self.M[t] + self.Qb[blk, blk]
             self.cos_dir[t] = direction_projections(self.M[t], G)
-            if self.cfg.stop_cosine is not None and \
-                    self.cos_dir[t, self.stop_rows].min() > self.cfg.stop_cosine:
-                self.out["cosine"][t] = largest_cosine(self.M[t], self.Qb[blk, blk])
-                stopped = t
-                break
+            if self.cfg.stop_cosine is not None:
+                now = self.cos_dir[t, self.stop_rows].min()
+                if now > self.cfg.stop_cosine:
+                    stopped = t
+                elif give_up is not None and 4 * t >= self.T and t >= window:
+                    growth = max(now - self.cos_dir[t - window, self.stop_rows].min(), 0.0)
+                    reach = now + give_up * growth * (self.T - t) / window
+                    if reach < self.cfg.stop_cosine - GIVE_UP_MARGIN:
+                        gave_up = t
+                if stopped is not None or gave_up is not None:
+                    self.out["cosine"][t] = largest_cosine(self.M[t], self.Qb[blk, blk])
+                    break
             null = self._cholesky_row(t)
             z, V, g = self._fields(t, null)
             # one sum, not a mask of N·m entries; an overflowing sum of finite values is checked again
@@ -1402,10 +1443,11 @@ class _Run:
                 status, message, last = Status.FAILED, lost, t - 1
                 break
         self.out["cosine_err"][0] = 0.0
-        return self._assemble(status, message, last, settings, t_start, stopped)
+        return self._assemble(status, message, last, settings, t_start, stopped, gave_up)
 
     def _assemble(self, status: Status, message: str, last: int, settings: dict[str, Any],
-                  t_start: float, stopped: int | None = None) -> DMFTResult:
+                  t_start: float, stopped: int | None = None, gave_up: int | None = None
+                  ) -> DMFTResult:
         m, n1 = self.m, self.T + 1
 
         def blocks(A: np.ndarray) -> np.ndarray:
@@ -1435,10 +1477,11 @@ class _Run:
             for arr in out.values():
                 arr[step:] = np.nan
 
-        if stopped is not None:  # the first passage: the cosine at that step is kept
-            cos_t = out["cosine"][stopped]
-            blank_from(stopped)
-            out["cosine"][stopped] = cos_t
+        end = stopped if stopped is not None else gave_up
+        if end is not None:  # the first passage, or given up: the cosine at that step is kept
+            cos_t = out["cosine"][end]
+            blank_from(end)
+            out["cosine"][end] = cos_t
         if status is not Status.SUCCESS:
             bad = max(last + 1, 0)
             cos_dir[bad:] = np.nan
@@ -1453,10 +1496,12 @@ class _Run:
                            "batch means over n_batches, conditional on earlier kernels "
                            "(propagated kernel error not included)",
             "test_loss_source": self.cfg.test_loss,
-            "Q_next": self.Qb[T1, T1].copy() if status is Status.SUCCESS and stopped is None else None,
+            "Q_next": self.Qb[T1, T1].copy() if status is Status.SUCCESS and end is None else None,
         } | self.estimator.diagnostics()
         if self.cfg.stop_cosine is not None:
             diagnostics["stopped_at"] = stopped
+        if self.cfg.give_up_factor is not None:
+            diagnostics["gave_up_at"] = gave_up
         return DMFTResult(
             status=status, message=message, settings=settings, diagnostics=diagnostics,
             elapsed=time.perf_counter() - t_start,

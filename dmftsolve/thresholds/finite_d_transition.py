@@ -67,13 +67,14 @@ from typing import Any
 import numpy as np
 from scipy.special import ndtri
 
+from dmftsolve.dynamics.dmft import GIVE_UP_MARGIN
 from dmftsolve.problem import Problem, check_delta, check_integer
 from dmftsolve.results import Result, SolverError, Status, binomial_error
 from dmftsolve.thresholds.delta50 import probit_fit, search_delta_50
 
 __all__ = ["TransitionSettings", "SuccessProbability", "TransitionCurve", "success_probability",
            "transition", "probit_fit", "adaptive_search", "transition_directions", "draw_starts",
-           "default_kernel_paths", "resolve_settings"]
+           "default_kernel_paths", "resolve_settings", "give_up_step", "GIVE_UP_FACTOR"]
 
 
 _CONSTRUCTIONS = {
@@ -83,6 +84,14 @@ _CONSTRUCTIONS = {
     "quenched": "GD's gradient over n = δd quenched label samples, kernels over copies of them "
                 "with independent innovations (reflection-paired)",
 }
+
+
+#: :attr:`TransitionSettings.give_up_factor`'s default (since 0.9.0): a draw that has not passed
+#: by step ``t ≥ T/4`` ends as a failure once even this many times its growth over the last
+#: ``T/8`` steps, sustained to ``T``, would leave it below ``success_cosine``. Chosen on 128
+#: draws (GeLU, ``z² − 1``, d = 2000) as the smallest factor of 2, 3, 4, 6 that stopped none of
+#: the draws that passed, then checked on other problems (``docs/findings.md`` §9.10).
+GIVE_UP_FACTOR = 20.0
 
 
 @dataclass(frozen=True)
@@ -164,6 +173,16 @@ class TransitionSettings:
         cosines agree with ``"full"`` to 1e-9; in float32 both differ from float64 by
         round-off that flips some zero-variance decisions, by as much as each other.
         ``"full"`` gives the draws of 0.6.
+    give_up_factor : float, optional
+        With ``stop_at_passage``: end a draw as a failure once even this many times its
+        growth over the last ``T/8`` steps, sustained to ``T``, would not carry its success
+        statistic to ``success_cosine`` (checked from step ``T/4``;
+        ``DMFTSettings.give_up_factor``). Near δ_50 about half the draws never pass, and they
+        cost about 80 % of a search's steps; giving up saves half the steps. Not exact (a draw
+        whose growth later speeds up more than this is lost): :data:`GIVE_UP_FACTOR` (the
+        default since 0.9.0) was checked on draws that passed, none of which it stopped
+        (``docs/findings.md`` §9.10). None: every draw that does not pass runs to ``T``, as
+        before 0.9.0.
     """
 
     steps: int | None = None
@@ -183,6 +202,7 @@ class TransitionSettings:
     path_dtype: str = "float32"
     stein_regression: bool = True
     history: str = "compact"
+    give_up_factor: float | None = GIVE_UP_FACTOR
 
     def __post_init__(self) -> None:
         if self.steps is not None:
@@ -220,6 +240,10 @@ class TransitionSettings:
             raise ValueError(f"history must be 'compact' or 'full', got {self.history!r}")
         if not 0.0 < float(self.success_cosine) < 1.0:
             raise ValueError(f"success_cosine must lie in (0, 1), got {self.success_cosine!r}")
+        g = self.give_up_factor
+        if g is not None and (isinstance(g, bool) or not isinstance(g, (int, float))
+                              or not 1 <= g < math.inf):
+            raise ValueError(f"give_up_factor must be a finite number >= 1 or None, got {g!r}")
 
 
 @dataclass(frozen=True, kw_only=True, repr=False, eq=False)
@@ -513,6 +537,8 @@ def solve_draw(problem: Problem, delta: float, d: int, k: int, m0: Any,
     }[s.construction]
     if stop:
         kw |= {"stop_cosine": float(s.success_cosine), "stop_directions": hard}
+        if s.give_up_factor is not None:
+            kw["give_up_factor"] = float(s.give_up_factor)
     if s.path_dtype != "float64":
         kw["path_dtype"] = s.path_dtype
     if s.stein_regression:
@@ -523,9 +549,52 @@ def solve_draw(problem: Problem, delta: float, d: int, k: int, m0: Any,
                       test_loss="none", throw=False, **kw)
 
 
+def give_up_step(statistic: Any, T: int, factor: float, level: float = 0.5,
+                 steps: Any = None) -> int | None:
+    """The step at which a trajectory of the success statistic gives up
+    (:attr:`TransitionSettings.give_up_factor`), or None if it passes ``level`` first or never
+    gives up: the first ``t ≥ T/4`` (and ``≥ W``, ``W = max(1, round(T/8))``) with
+    ``p_t + factor·max(p_t − p_{t−W}, 0)·(T − t)/W < level − GIVE_UP_MARGIN`` (0.1), before
+    any ``p_t > level``.
+
+    ``steps`` are the steps of the entries of ``statistic`` (default ``0, 1, …``); on a
+    recording grid (GD's every 5 steps) the rule is checked where ``t − W`` is recorded too.
+    The DMFT applies the same rule step by step (``DMFTSettings.give_up_factor``).
+
+    Examples
+    --------
+    >>> give_up_step([0.1] * 9, 8, 20.0)  # flat: gives up at T/4 = 2
+    2
+    >>> give_up_step([0.1, 0.2, 0.3, 0.4, 0.45, 0.49, 0.6, 0.7, 0.8], 8, 20.0) is None
+    True
+    """
+    p = np.asarray(statistic, dtype=float)
+    t_of = np.arange(p.size) if steps is None else np.asarray(steps, dtype=int)
+    W = max(1, round(T / 8))
+    where = {int(t): i for i, t in enumerate(t_of)}
+    for i, t in enumerate(t_of):
+        if not np.isfinite(p[i]):
+            return None
+        if p[i] > level:
+            return None
+        j = where.get(int(t) - W)
+        if 4 * t >= T and j is not None:
+            if p[i] + factor * max(p[i] - p[j], 0.0) * (T - t) / W < level - GIVE_UP_MARGIN:
+                return int(t)
+    return None
+
+
 def _stopped_at(r: Any) -> int | None:
-    """The step at which a draw's solve stopped at its first passage, or None."""
-    return getattr(r, "diagnostics", {}).get("stopped_at")
+    """The step at which a draw's solve stopped at its first passage or gave up
+    (``give_up_factor``), or None."""
+    diag = getattr(r, "diagnostics", {})
+    at = diag.get("stopped_at")
+    return diag.get("gave_up_at") if at is None else at
+
+
+def _gave_up(r: Any) -> bool:
+    """Whether a draw's solve gave up before passing (``give_up_factor``)."""
+    return getattr(r, "diagnostics", {}).get("gave_up_at") is not None
 
 
 def sane_steps(r: Any) -> int:
@@ -549,9 +618,10 @@ def sane_steps(r: Any) -> int:
 
 def _draw(problem: Problem, delta: float, d: int, k: int, m0: Any,
           s: TransitionSettings, T: int, hard: Sequence[int] | None = None,
-          stop: bool = False) -> tuple[float, int, bool, str]:
+          stop: bool = False) -> tuple[float, int, bool, str, bool]:
     """One DMFT draw: ``(last sane success statistic, escape step or −1, diverged, failure
-    message)``; the statistic is the smallest hard-direction projection (:mod:`dmftsolve.success`)."""
+    message, gave up)``; the statistic is the smallest hard-direction projection
+    (:mod:`dmftsolve.success`)."""
     r = solve_draw(problem, delta, d, k, m0, s, T, hard, stop)
     # first passage, before any blow-up (:func:`sane_steps`); a solve that stopped on
     # non-finite kernels counts if it escaped before.
@@ -563,11 +633,11 @@ def _draw(problem: Problem, delta: float, d: int, k: int, m0: Any,
     upto = sane_steps(r)
     above = np.nonzero(stat[:upto] > s.success_cosine)[0]
     if not r.ok and not above.size:
-        return math.nan, -1, False, f"draw {k}: {r.message}"
+        return math.nan, -1, False, f"draw {k}: {r.message}", False
     last = float(stat[upto - 1]) if upto > 0 else math.nan
     stopped = _stopped_at(r)
     diverged = upto < stat.size and stopped is None
-    return last, int(above[0]) if above.size else -1, diverged, ""
+    return last, int(above[0]) if above.size else -1, diverged, "", _gave_up(r) and not above.size
 
 
 def success_probability(problem: Problem, delta: float, d: int, *,
@@ -638,6 +708,7 @@ def success_probability(problem: Problem, delta: float, d: int, *,
     esc = np.array([o[1] for o in outs])
     diverged = sum(o[2] for o in outs)
     failures = [o[3] for o in outs if o[3]]
+    gave_up = sum(o[4] for o in outs)
     ok = esc >= 0
     succ = int(ok.sum())
     p_hat = succ / K
@@ -650,7 +721,8 @@ def success_probability(problem: Problem, delta: float, d: int, *,
         settings={**dataclasses.asdict(s), "steps": T, "problem": problem.to_dict(), "n": n,
                   "batch": batch},
         diagnostics={"construction": _CONSTRUCTIONS[s.construction], "failures": failures,
-                     "diverged_draws": diverged, "kernel_paths": kernel_paths(s, n),
+                     "diverged_draws": diverged, "given_up_draws": gave_up,
+                     "kernel_paths": kernel_paths(s, n),
                      "curvature_excess": curvature_excess(s, n), "hard_directions": list(hard),
                      "criterion": "first passage of the smallest hard-direction projection onto "
                                   "span(W) above success_cosine by step T (dmftsolve.success; GD's "
@@ -680,7 +752,8 @@ def _pool(points: Sequence[SuccessProbability]) -> SuccessProbability:
         warnings=tuple(dict.fromkeys(w for p in points for w in p.warnings)),
         settings={**first.settings, "batch": [p.settings.get("batch", 0) for p in points]},
         diagnostics={**first.diagnostics, "failures": failures,
-                     "diverged_draws": sum(p.diagnostics.get("diverged_draws", 0) for p in points)},
+                     "diverged_draws": sum(p.diagnostics.get("diverged_draws", 0) for p in points),
+                     "given_up_draws": sum(p.diagnostics.get("given_up_draws", 0) for p in points)},
         elapsed=sum(p.elapsed for p in points), p=p_hat,
         p_err=binomial_error(succ, K), successes=succ, draws=K,
         m0=np.concatenate([p.m0 for p in points]),
@@ -817,6 +890,7 @@ def transition(problem: Problem, d: int, deltas: Sequence[float] | None = None, 
                   "search": "grid" if grid is not None else "adaptive"},
         diagnostics={"fit": f"probit maximum likelihood, {error} se (probit_fit, shrink={shrink!r})",
                      "total_draws": int(n.sum()),
+                     "given_up_draws": sum(p.diagnostics.get("given_up_draws", 0) for p in points),
                      "hard_directions": points[0].diagnostics.get("hard_directions") if points else None},
         elapsed=time.perf_counter() - t0, d=d, deltas=xs,
         p=np.array([p.p for p in points]), p_err=np.array([p.p_err for p in points]),
