@@ -5,4 +5,4 @@ package. Bump it whenever a default or a result changes, and say so in
 ``CHANGELOG.md``.
 """
 
-__version__ = "0.9.0"
+__version__ = "0.10.0"

@@ -85,7 +85,7 @@ from common import (  # noqa: E402
 
 from dmftsolve import Problem  # noqa: E402
 from dmftsolve.results import jsonable  # noqa: E402
-from dmftsolve.thresholds.finite_d_transition import default_kernel_paths  # noqa: E402
+from dmftsolve.thresholds.finite_d_transition import default_kernel_paths, label_is_uncentred  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 NAME = "results_table"
@@ -539,8 +539,11 @@ def width_searches(cfg: dict[str, Any]) -> dict[tuple[str, str, int, float], dic
         theory = data.get(f"{case}|{cfg['d']}|theory")
         st = (theory or {}).get("settings", {})
         # only searches run as the library runs them now: responses by regression (0.5.0) and
-        # the width's default number of kernel paths
-        if not st.get("stein_regression", False) or st.get("n_paths") != default_kernel_paths(c["m"]):
+        # the default number of kernel paths of the width and label (0.10.0: 8e4 at width 1 on
+        # an uncentred label)
+        prob = Problem.build(target=c["target"], activation=c["activation"], m=c["m"])
+        paths = default_kernel_paths(c["m"], label_is_uncentred(prob))
+        if not st.get("stein_regression", False) or st.get("n_paths") != paths:
             continue
         gd = data.get(f"{c.get('gd_of', case)}|{cfg['d']}|gd")
         sides = {"theory": wt._refit(theory), "gd": wt._refit(gd)}

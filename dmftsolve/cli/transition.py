@@ -70,21 +70,23 @@ reflecting its hard directions jointly (e.g. z**2 - 1, z1*z2, z1 + z2**2 - 1);
 random start, no bias or ridge.
 
 Kernel paths (--paths): 80000 by default at width --m 2, 20000 at every other
-width. With 20000 paths the width-2 hard overlaps grow too slowly from GD's
-finite-n force after about step 10, and delta_50 sat above GD's by more than
-max(0.3, 5 %) in 5 of 9 checks (e.g. GeLU at d = 1000: +0.35 on z**2, +0.36 on
-z1*z2, +0.57 on abs(z)); with 80000, in 1 of 9 (docs/findings.md 10.1). With
-the responses by regression, 20000 paths at width 2 were within in all five
-cases run at d = 1000, but high by 0.17-0.27 in four, and at d = 2000 GeLU on
-z**2 was +0.69 with 20000 and +0.16 with 80000: --paths 20000 is a 4x cheaper,
-biased choice. At widths 1, 3 and 4, 20000 paths were within
-in every case run (plain Stein mean). On the uncentred z**2 at width 1 (GeLU,
-d = 1000) six seeds averaged 11.03 with 20000 paths and 10.82 with 80000, GD
-10.72 ± 0.15: --paths 80000 is the closer, 4x dearer choice there. On any label
-with a non-zero mean the command warns when the paths are the width's default
-or fewer: on such labels the theory ran 0.1-0.6 above GD with the defaults
-(also r2 on z**2 at d = 1000, and abs(z) at width 2 with 80000 paths, +0.18
-with 160000; docs/findings.md 9.2, 10.1).
+width, and 80000 at width 1 on a label with a non-zero mean (mean above 0.1 sd:
+z**2, abs(z), Min(z**2, 3); since 0.10.0). With 20000 paths the width-2 hard
+overlaps grow too slowly from GD's finite-n force after about step 10, and
+delta_50 sat above GD's by more than max(0.3, 5 %) in 5 of 9 checks (e.g. GeLU
+at d = 1000: +0.35 on z**2, +0.36 on z1*z2, +0.57 on abs(z)); with 80000, in 1
+of 9 (docs/findings.md 10.1). With the responses by regression, 20000 paths at
+width 2 were within in all five cases run at d = 1000, but high by 0.17-0.27 in
+four, and at d = 2000 GeLU on z**2 was +0.69 with 20000 and +0.16 with 80000:
+--paths 20000 is a 4x cheaper, biased choice. At widths 1, 3 and 4, 20000 paths
+were within in every case run on centred labels (plain Stein mean). On the
+uncentred z**2 at width 1 (GeLU, d = 1000) six seeds averaged 11.03 with 20000
+paths and 10.82 with 80000, GD 10.79 ± 0.09: hence the width-1 default there. On
+a label with a non-zero mean the command warns when the paths are fewer than
+80000 at width 1 or 160000 at other widths: on such labels the theory ran
+0.1-0.6 above GD with 20000 (also r2 on z**2 at d = 1000), and on abs(z) at
+width 2 +0.52 with 80000 paths and +0.18 with 160000 (docs/findings.md 9.2,
+10.1, 10.4).
 
 Cost: one DMFT run of at most T steps with --paths paths per draw (T = 400,
 d = 2000, float32 path history, compact history, a draw that does not escape,
@@ -133,7 +135,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="how a draw carries GD's finite-n sources (see above; default: %(default)s)")
     g.add_argument("--paths", type=positive_int("--paths", 10**7), default=None,
                    help="kernel paths of the forced and initial constructions (default: 80000 at "
-                        "--m 2, 20000 otherwise; see above)")
+                        "--m 2 and at --m 1 on a label with a non-zero mean, 20000 otherwise; see above)")
     g.add_argument("--paths-per-sample", type=float, default=None,
                    help="forced / initial: use round(X * n) kernel paths at each delta (n = delta*d) "
                         "instead of --paths, so the paths' own noise shrinks with GD's (default: off)")
@@ -158,8 +160,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "every gradient, as versions before 0.7.0 (default: %(default)s)")
     g.add_argument("--give-up-factor", type=finite_float, default=20.0,
                    help="end a draw as a failure from step T/4 on once even this many times its "
-                        "growth over the last T/8 steps, kept up to step T, would leave it below "
-                        "the success cosine; about half a search's steps are in such draws. It "
+                        "growth over the last T/8 steps, kept up to step T, would leave it more "
+                        "than 0.1 below the success cosine; about half a search's steps are in such "
+                        "draws. It "
                         "stopped none of the draws that passed among those checked "
                         "(docs/findings.md section 9.10; default: %(default)g)")
     g.add_argument("--no-give-up", action="store_true",
