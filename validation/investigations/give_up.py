@@ -21,7 +21,7 @@ at 0.48–0.49 and then passed.
 ``--cache DIR`` keeps each case's statistics (``DIR/CASE.npz``) and reuses them, so the report
 can be rebuilt for another rule without the draws.
 
-Run ``python validation/investigations/give_up.py [--only CASE,...] [--tiny]`` (about 12 CPU-min;
+Run ``python validation/investigations/give_up.py [--only CASE,...] [--tiny]`` (about 15 CPU-min;
 ``--tiny`` is the test's configuration); output ``results/give_up.{md,json}``.
 """
 
@@ -77,6 +77,10 @@ CASES: dict[str, dict[str, Any]] = {
                            "m": 2, "d": 1000, "deltas": (3, 3.5, 4), "draws": 16, "seed": 11},
     "gelu_z2_m2_d1000": {"target": "z**2", "activation": "gelu", "eta": 0.5, "steps": 400, "m": 2,
                          "d": 1000, "deltas": (4.5, 5, 5.5, 6), "draws": 16, "seed": 11},
+    "gelu_z1z2_m2_d1000": {"target": "z1*z2", "activation": "gelu", "eta": 0.5, "steps": 400, "m": 2,
+                           "d": 1000, "deltas": (4, 4.5, 5), "draws": 16, "seed": 11},
+    "gelu_easyhard_m2_d1000": {"target": "z1 + z2**2 - 1", "activation": "gelu", "eta": 0.5, "steps": 400,
+                               "m": 2, "d": 1000, "deltas": (3.5, 4, 4.5), "draws": 16, "seed": 11},
 }
 TINY = {"target": "z**2 - 1", "activation": "gelu", "eta": 0.5, "steps": 60, "m": 1, "d": 300,
         "deltas": (4.0, 9.0), "draws": 4, "seed": 0, "n_paths": 2000}
@@ -195,7 +199,7 @@ def report(results: dict[str, Any]) -> str:
         passed += r["passed"]
         lost_default += bf[F]["lost"]
     lines += ["", f"In all: {total} draws, {passed} passed, {lost_default} of them lost at F = {F}.",
-              f"Version {next(iter(results.values())).get('version', '?')}."]
+              "Versions: " + ", ".join(sorted({str(r.get("version", "?")) for r in results.values()})) + "."]
     return "\n".join(lines) + "\n"
 
 
