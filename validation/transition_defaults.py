@@ -204,7 +204,7 @@ def report(data: dict[str, Any]) -> str:
     lines += ["", f"At the defaults, {n_in} of {n_all} searches are within the bar. "
               f"With the command's warning heeded (`--paths-per-sample 2` wherever the curvature excess "
               f"exceeds 1, {heeded[2]} searches), {heeded[0]} of {heeded[1]} are; of the searches it "
-              f"warned on, {heeded[3]} were within at the defaults and {heeded[4]} with N = 2n."
+              f"warned on, within at the defaults: {heeded[3]}, with N = 2n: {heeded[4]}."
               + "".join(" " + x for x in seeds), "",
               "† that many of the search's draws failed (the DMFT diverged or overflowed; `message` in the "
               "JSON says where); they count as failures, as the command counts them."]
