@@ -83,10 +83,10 @@ were within in every case run on centred labels (plain Stein mean). On the
 uncentred z**2 at width 1 (GeLU, d = 1000) six seeds averaged 11.03 with 20000
 paths and 10.82 with 80000, GD 10.79 ± 0.09: hence the width-1 default there. On
 a label with a non-zero mean the command warns when the paths are fewer than
-80000 at width 1 or 160000 at other widths: on such labels the theory ran
-0.1-0.6 above GD with 20000 (also r2 on z**2 at d = 1000), and on abs(z) at
-width 2 +0.52 with 80000 paths and +0.18 with 160000 (docs/findings.md 9.2,
-10.1, 10.4).
+80000 at width 1 or twice the width's default at other widths (160000 at width
+2): on such labels the theory ran 0.1-0.6 above GD with 20000 (also r2 on z**2
+at d = 1000), and on abs(z) at width 2 +0.52 with 80000 paths and +0.18 with
+160000 (docs/findings.md 9.2, 10.1, 10.4).
 
 Cost: one DMFT run of at most T steps with --paths paths per draw (T = 400,
 d = 2000, float32 path history, compact history, a draw that does not escape,

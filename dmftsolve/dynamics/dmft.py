@@ -696,6 +696,21 @@ class DMFTResult(Result):
 GIVE_UP_MARGIN = 0.1
 
 
+def give_up_window(T: int) -> int:
+    """``W``, the steps over which ``DMFTSettings.give_up_factor`` measures a draw's growth."""
+    return max(1, round(T / 8))
+
+
+def gives_up(now: float, before: float, t: int, T: int, factor: float, level: float) -> bool:
+    """The give-up rule of ``DMFTSettings.give_up_factor`` at step ``t`` of ``T``: ``now`` is the
+    success statistic at ``t`` and ``before`` at ``t − W`` (:func:`give_up_window`); true when
+    ``t ≥ T/4`` and ``now + factor·max(now − before, 0)·(T − t)/W < level − GIVE_UP_MARGIN``."""
+    W = give_up_window(T)
+    if 4 * t < T or t < W:
+        return False
+    return now + factor * max(now - before, 0.0) * (T - t) / W < level - GIVE_UP_MARGIN
+
+
 # --------------------------------------------------------------------------- helpers
 def largest_cosines(M: np.ndarray, Q: np.ndarray) -> np.ndarray:
     """:func:`largest_cosine` for a stack: ``M`` (B, k, m), ``Q`` (B, m, m) → (B,).
@@ -1399,7 +1414,7 @@ class _Run:
             steps = tqdm(steps, desc=f"DMFT ({self.cfg.method})", unit="step")
         stopped = gave_up = None
         give_up = self.cfg.give_up_factor
-        window = max(1, round(self.T / 8))
+        window = give_up_window(self.T)
         for t in steps:
             blk = self._blk(t)
             G = self.M[t].T @ self.M[t] + self.Qb[blk, blk]
@@ -1408,11 +1423,10 @@ class _Run:
                 now = self.cos_dir[t, self.stop_rows].min()
                 if now > self.cfg.stop_cosine:
                     stopped = t
-                elif give_up is not None and 4 * t >= self.T and t >= window:
-                    growth = max(now - self.cos_dir[t - window, self.stop_rows].min(), 0.0)
-                    reach = now + give_up * growth * (self.T - t) / window
-                    if reach < self.cfg.stop_cosine - GIVE_UP_MARGIN:
-                        gave_up = t
+                elif give_up is not None and t >= window and gives_up(
+                        now, self.cos_dir[t - window, self.stop_rows].min(), t, self.T, give_up,
+                        self.cfg.stop_cosine):
+                    gave_up = t
                 if stopped is not None or gave_up is not None:
                     self.out["cosine"][t] = largest_cosine(self.M[t], self.Qb[blk, blk])
                     break

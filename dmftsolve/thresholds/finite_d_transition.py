@@ -68,7 +68,7 @@ from typing import Any
 import numpy as np
 from scipy.special import ndtri
 
-from dmftsolve.dynamics.dmft import GIVE_UP_MARGIN
+from dmftsolve.dynamics.dmft import give_up_window, gives_up
 from dmftsolve.problem import Problem, check_delta, check_integer
 from dmftsolve.results import Result, SolverError, Status, binomial_error
 from dmftsolve.thresholds.delta50 import probit_fit, search_delta_50
@@ -605,9 +605,10 @@ def give_up_step(statistic: Any, T: int, factor: float, level: float = 0.5,
                  steps: Any = None) -> int | None:
     """The step at which a trajectory of the success statistic gives up
     (:attr:`TransitionSettings.give_up_factor`), or None if it passes ``level`` first or never
-    gives up: the first ``t ≥ T/4`` (and ``≥ W``, ``W = max(1, round(T/8))``) with
-    ``p_t + factor·max(p_t − p_{t−W}, 0)·(T − t)/W < level − GIVE_UP_MARGIN`` (0.1), before
-    any ``p_t > level``.
+    gives up: the first ``t`` at which
+    :func:`dmftsolve.dynamics.dmft.gives_up` holds (``t ≥ T/4`` and
+    ``p_t + factor·max(p_t − p_{t−W}, 0)·(T − t)/W < level − 0.1``, ``W = T/8``), before any
+    ``p_t > level``.
 
     ``steps`` are the steps of the entries of ``statistic`` (default ``0, 1, …``); on a
     recording grid (GD's every 5 steps) the rule is checked where ``t − W`` is recorded too.
@@ -622,17 +623,13 @@ def give_up_step(statistic: Any, T: int, factor: float, level: float = 0.5,
     """
     p = np.asarray(statistic, dtype=float)
     t_of = np.arange(p.size) if steps is None else np.asarray(steps, dtype=int)
-    W = max(1, round(T / 8))
     where = {int(t): i for i, t in enumerate(t_of)}
     for i, t in enumerate(t_of):
-        if not np.isfinite(p[i]):
+        if not np.isfinite(p[i]) or p[i] > level:
             return None
-        if p[i] > level:
-            return None
-        j = where.get(int(t) - W)
-        if 4 * t >= T and j is not None:
-            if p[i] + factor * max(p[i] - p[j], 0.0) * (T - t) / W < level - GIVE_UP_MARGIN:
-                return int(t)
+        j = where.get(int(t) - give_up_window(T))
+        if j is not None and gives_up(p[i], p[j], int(t), T, factor, level):
+            return int(t)
     return None
 
 

@@ -38,7 +38,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from dmftsolve import Problem, __version__
-from dmftsolve.dynamics.dmft import GIVE_UP_MARGIN
+from dmftsolve.dynamics.dmft import GIVE_UP_MARGIN, give_up_window
 from dmftsolve.results import cpu_model, git_commit
 from dmftsolve.thresholds.finite_d_transition import (
     GIVE_UP_FACTOR,
@@ -131,7 +131,7 @@ def cached_statistics(c: dict[str, Any], path: Path | None) -> tuple[list[dict[s
 def needed_factor(p: np.ndarray, T: int, level: float = 0.5) -> float:
     """The smallest factor that keeps a draw that passes (0 if no step checks it; inf if it
     stalls more than ``GIVE_UP_MARGIN`` below ``level`` at a checked step)."""
-    W = max(1, round(T / 8))
+    W = give_up_window(T)
     short = level - GIVE_UP_MARGIN
     above = np.nonzero(p > level)[0]
     end = int(above[0]) if above.size else p.size
