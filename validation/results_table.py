@@ -279,7 +279,7 @@ def figure_status(name: str) -> str:
 #: δ_alg in closed form, for the catalogue targets that have one: for k = 1 noiseless labels
 #: δ_alg = 1/E_y[(E[z²|y] − 1)²] (weak_recovery module docstring), and z², z² − 1 and |z| all
 #: determine z², so E[z²|y] = z² and δ_alg = 1/E[(z² − 1)²] = 1/2; z1*z2: the Bessel-K form
-#: 1/(1 + E[(a − 1)²]) of tests/test_alg_threshold.py (REF_PRODUCT, mpmath at 30 digits).
+#: 1/(1 + E[(a − 1)²]) of tests/test_weak_recovery.py (REF_PRODUCT, mpmath at 30 digits).
 EXACT_ALG = {"z**2": (0.5, "0.5"), "z**2 - 1": (0.5, "0.5"), "abs(z)": (0.5, "0.5"),
              "z1*z2": (0.59375109822225719955, "0.59375")}
 #: δ_alg is computed by deterministic quadrature asked for this relative accuracy
@@ -610,7 +610,7 @@ def render(rows: list[dict[str, Any]], cfg: dict[str, Any], cmd: str, quick: boo
         f"{_sci(ALG_RTOL)}), shown to 4 decimals, all of which hold. '(closed form)' marks the targets "
         "whose δ_alg is known exactly — 1/2 for `z**2`, `z**2 - 1` and `abs(z)` (each label fixes "
         "z², so E[z²|y] = z² and δ_alg = 1/E[(z² − 1)²]), 0.59375110 for `z1*z2` (the Bessel-K "
-        "form checked in `tests/test_alg_threshold.py`)"
+        "form checked in `tests/test_weak_recovery.py`)"
         + (f"; {exact_note}." if exact_note else "."),
     ]
     if easy_targets:
