@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import os
-import sys
 from collections.abc import Callable
-from pathlib import Path
 from types import ModuleType
 
 import pytest
@@ -19,23 +18,15 @@ if os.environ.get("CI"):
 
 @pytest.fixture(scope="session")
 def load_validation() -> Callable[[str], ModuleType]:
-    """Import a validation script as a module: ``validation/<name>.py`` (the checks against GD),
-    else ``validation/investigations/<name>.py`` (one-off investigations), else
-    ``validation/figures/<name>.py``. The scripts are not a package; they import each other from
-    their own directory and from ``validation/``, which are put on ``sys.path``."""
-    root = Path(__file__).resolve().parents[1] / "validation"
-    folders = (root, root / "investigations", root / "figures")
+    """Import a validation script by name: ``validation.<name>`` (the checks against GD), else
+    ``validation.figures.<name>`` (the figure scripts). The repository root is on the path
+    (``pythonpath`` in ``setup.cfg``), so this is a plain package import."""
 
     def load(name: str) -> ModuleType:
-        path = next((f / f"{name}.py" for f in folders if (f / f"{name}.py").exists()), None)
-        if path is None:
-            raise FileNotFoundError(f"no validation script {name}.py in {', '.join(map(str, folders))}")
-        for folder in (root, path.parent):
-            if str(folder) not in sys.path:
-                sys.path.insert(0, str(folder))
-        spec = importlib.util.spec_from_file_location(name, path)
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
-        return mod
+        for package in ("validation", "validation.figures"):
+            if importlib.util.find_spec(f"{package}.{name}") is not None:
+                return importlib.import_module(f"{package}.{name}")
+        raise ModuleNotFoundError(f"no validation script {name!r} in validation/ or validation/figures/ "
+                                  "(the archived investigations are indexed in docs/investigations.md)")
 
     return load

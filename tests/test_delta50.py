@@ -1,5 +1,6 @@
-"""The probit fit behind every δ_50: the batched Newton fit of the bootstrap against
-Nelder–Mead one resample at a time, and the score equations at its answer."""
+"""The probit fit behind every δ_50 (the batched Newton fit of the bootstrap against
+Nelder–Mead one resample at a time, the score equations at its answer, the posterior error)
+and the self-bracketing search that uses it (``dmftsolve.thresholds.delta50``)."""
 
 from __future__ import annotations
 
@@ -179,11 +180,39 @@ def test_crossed_rates_get_more_trials_at_the_crossed_points() -> None:
     assert _next_deltas(counts, None) == [7.0, 7.2]
 
 
+@pytest.mark.parametrize("error", ["posterior", "bootstrap"])
+@pytest.mark.parametrize(("mu", "w", "budget"), [(7.0, 0.6, 64), (7.3, 0.8, 96), (11.0, 2.4, 512)])
+def test_search_stops_at_tol_or_spends_its_budget(mu: float, w: float, budget: int, error: str) -> None:
+    """The search's contract against known probit curves ``Φ((δ − δ_50)/w)`` in batches of 8
+    (the curves of the calibration in docs/investigations.md): stopped by ``tol`` its reported
+    error is at most ``tol`` and its δ_50 within four errors of the curve's; with ``tol`` out of
+    reach it spends the trial budget, to within one batch, and says so."""
+    from scipy.special import ndtr
+
+    from dmftsolve.thresholds.delta50 import search_delta_50
+
+    for stop in ("tol", "budget"):
+        rng = np.random.default_rng(1000)
+
+        def batch(x: float, b: int, rng: np.random.Generator = rng) -> tuple[int, int]:
+            return int(rng.binomial(8, ndtr((x - mu) / w))), 8
+
+        if stop == "tol":
+            o = search_delta_50(batch, start=6.0, tol=0.15, max_trials=4000, error=error)
+            assert o.reason == "" and o.delta_50_err <= 0.15, o.reason
+            assert abs(o.delta_50 - mu) <= 4 * o.delta_50_err, o.delta_50
+        else:
+            o = search_delta_50(batch, start=6.0, tol=1e-9, max_trials=budget, error=error)
+            assert budget - 8 < o.trials.sum() <= budget
+            assert o.reason.startswith(f"max trials ({budget})"), o.reason
+
+
 def test_search_that_used_to_stall_stops_near_the_curve() -> None:
-    """The search seeded as in ``search_calibration.py`` run 21 (curve δ_50 = 7.3, w = 0.8,
-    batches of 8) crossed early and, before 0.6.0, spent its 4000-trial cap at δ = 7.1.
-    Reference: the known curve; it must stop within a few hundred trials and within four of
-    its errors of 7.3."""
+    """The search seeded as run 21 of ``search_calibration`` (docs/investigations.md; curve
+    δ_50 = 7.3, w = 0.8, batches of 8) crosses early, where a search that placed its next
+    batches between the crossed points would spend its 4000-trial cap at δ = 7.1. Reference:
+    the known curve; it must stop within a few hundred trials and within four of its errors of
+    7.3."""
     from scipy.special import ndtr
 
     from dmftsolve.thresholds.delta50 import search_delta_50

@@ -21,23 +21,24 @@ import pytest
 from scipy.integrate import quad
 from scipy.optimize import brentq
 
+from validation import results_table as rt
+from validation import width_transition as wt
+from validation.figures.common import all_finite
+
 ROOT = Path(__file__).resolve().parents[1]
-FIGS = ROOT / "validation" / "figures"
-sys.path.insert(0, str(FIGS))
 
 
-def run(script: Path, *args: str) -> subprocess.CompletedProcess:
+def run(script: str, *args: str) -> subprocess.CompletedProcess:
+    """``python -m script args`` from the repository root, as a user runs it."""
     env = {**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
            "MPLBACKEND": "Agg"}
-    proc = subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True, env=env,
+    proc = subprocess.run([sys.executable, "-m", script, *args], capture_output=True, text=True, env=env,
                           cwd=ROOT, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc
 
 
 def finite(values: object) -> bool:
-    from common import all_finite
-
     return all_finite(values)
 
 
@@ -52,7 +53,7 @@ def check_outputs(out: Path, name: str) -> dict:
     return data
 
 
-def replot_computes_nothing(script: Path, out: Path, name: str) -> None:
+def replot_computes_nothing(script: str, out: Path, name: str) -> None:
     run(script, "--quick", "--out", str(out), "--replot")
     data = json.loads((out / f"{name}.json").read_text())
     assert data["diagnostics"]["computed"] == 0
@@ -60,7 +61,7 @@ def replot_computes_nothing(script: Path, out: Path, name: str) -> None:
 
 
 def test_success_curves_quick(tmp_path: Path) -> None:
-    script = FIGS / "success_curves.py"
+    script = "validation.figures.success_curves"
     run(script, "--quick", "--out", str(tmp_path))
     data = check_outputs(tmp_path, "success_curves")
     s = data["settings"]
@@ -95,7 +96,7 @@ def test_success_curves_by_step_and_clipped_bars(load_validation) -> None:
 
 
 def test_spectral_init_quick(tmp_path: Path) -> None:
-    script = FIGS / "spectral_init.py"
+    script = "validation.figures.spectral_init"
     run(script, "--quick", "--out", str(tmp_path))
     data = check_outputs(tmp_path, "spectral_init")
     assert data["settings"]["preprocessing"] == "lal" and data["settings"]["trials"] == 2
@@ -117,7 +118,7 @@ def test_spectral_init_quick(tmp_path: Path) -> None:
 def test_spectral_overlap_closed_form_matches_quadrature() -> None:
     """ρ²(δ) from the erfcx closed form against the defining equation by direct quadrature:
     (1 − r) E[h²/(1 + r h)] = 1/δ with h = z² − 1 (scipy.integrate.quad over z ~ N(0, 1))."""
-    from spectral_init import spectral_overlap2
+    from validation.figures.spectral_init import spectral_overlap2
 
     def lhs(r: float) -> float:
         f = lambda z: (1 - r) * (z * z - 1) ** 2 / (1 + r * (z * z - 1)) * math.exp(-z * z / 2)  # noqa: E731
@@ -131,7 +132,7 @@ def test_spectral_overlap_closed_form_matches_quadrature() -> None:
 
 
 def test_grokking_quick(tmp_path: Path) -> None:
-    script = FIGS / "grokking.py"
+    script = "validation.figures.grokking"
     run(script, "--quick", "--out", str(tmp_path))
     data = check_outputs(tmp_path, "grokking")
     s = data["settings"]
@@ -147,7 +148,7 @@ def test_grokking_quick(tmp_path: Path) -> None:
 
 
 def test_hessian_spectra_quick(tmp_path: Path) -> None:
-    script = FIGS / "hessian_spectra.py"
+    script = "validation.figures.hessian_spectra"
     run(script, "--quick", "--out", str(tmp_path))
     data = check_outputs(tmp_path, "hessian_spectra")
     s = data["settings"]
@@ -164,7 +165,7 @@ def test_hessian_spectra_quick(tmp_path: Path) -> None:
 
 
 def test_results_table_quick(tmp_path: Path) -> None:
-    script = ROOT / "validation" / "results_table.py"
+    script = "validation.results_table"
     run(script, "--quick", "--out", str(tmp_path))
     md = (tmp_path / "results.md").read_text()
     data = json.loads((tmp_path / "results_table.json").read_text())
@@ -191,7 +192,7 @@ def test_results_table_quick(tmp_path: Path) -> None:
     run(script, "--quick", "--out", str(tmp_path), "--replot", "--only", "abs")
     subset = json.loads((tmp_path / "results_table.json").read_text())
     assert subset["rows"] == rows
-    bad = subprocess.run([sys.executable, str(script), "--quick", "--out", str(tmp_path), "--only",
+    bad = subprocess.run([sys.executable, "-m", script, "--quick", "--out", str(tmp_path), "--only",
                           "xyz"], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert bad.returncode == 2 and "--only matches no target" in bad.stderr.strip().splitlines()[-1]
 
@@ -201,9 +202,6 @@ def test_results_table_gd_checks(tmp_path: Path) -> None:
     spot-check section: its counts, a probit δ_50 (at the centre of symmetric counts),
     theory − GD against the matching row, and the command that reproduces it; a run at another
     d is flagged as not the row's set-up (no difference shown)."""
-    sys.path.insert(0, str(ROOT / "validation"))
-    import results_table as rt
-
     settings = {"d": 1000, "deltas": [4.0, 6.0, 8.0], "trials": 10, "success_threshold": 0.5,
                 "root_seed": {"entropy": 3, "spawn_key": []}, "simulate": {"dtype": "float32"},
                 "problem": {"target": "z**2 - 1", "activation": "relu", "m": 1, "eta": 0.5,
@@ -228,9 +226,6 @@ def test_results_table_gd_checks(tmp_path: Path) -> None:
 def test_results_table_d50_cell_from_gd(tmp_path: Path) -> None:
     """A width-2 row without a theory search shows GD's δ_50 from a spot check at its own set-up; a row
     with a theory value keeps it, and a check at another d does not fill the cell."""
-    sys.path.insert(0, str(ROOT / "validation"))
-    import results_table as rt
-
     settings = {"d": 1000, "deltas": [4.0, 6.0, 8.0], "trials": 10, "success_threshold": 0.5,
                 "root_seed": {"entropy": 3, "spawn_key": []}, "simulate": {"dtype": "float32"},
                 "problem": {"target": "z**2 - 1", "activation": "gelu", "m": 2, "eta": 0.5,
@@ -268,9 +263,6 @@ def test_results_table_merge_d50() -> None:
     """A δ_50 row at the end of its grid is refitted to the counts of the grid and its extension:
     symmetric counts about δ = 10 give δ_50 = 10; no escape anywhere says '> last δ'; a failed
     extension keeps the grid's cell."""
-    sys.path.insert(0, str(ROOT / "validation"))
-    import results_table as rt
-
     base = {"value": 12.9, "error": 3.5, "status": "success", "why": "",
             "p": [0.0, 0.0, 0.5], "deltas": [2.0, 6.0, 10.0], "elapsed": 1.0}
     assert rt.needs_extension(base) and not rt.needs_extension({**base, "p": [0.0, 0.5, 0.75]})
@@ -287,9 +279,6 @@ def test_results_table_merge_d50() -> None:
 
 def test_results_table_same_cells() -> None:
     """The note on identical δ_NN cells names the first two rows that share value and error."""
-    sys.path.insert(0, str(ROOT / "validation"))
-    import results_table as rt
-
     a = {"value": 4.79, "error": 0.25}
     rows = [{"nn_early": {"value": 5.0, "error": 0.2}}, {"nn_early": a}, {"nn_long": None},
             {"nn_early": {"value": 4.79, "error": 0.3}, "nn_long": dict(a)}]
@@ -301,9 +290,6 @@ def test_results_table_not_converged_cell() -> None:
     """A long-time δ_NN whose rule was not met shows its value at T (and at T/2 when the message
     has it) instead of a cut message; the messages are in the form of
     ``hessian_threshold.combine``'s."""
-    sys.path.insert(0, str(ROOT / "validation"))
-    import results_table as rt
-
     head = ("δ_NN = 10.857 ± 0.24 (mean ± standard error over 3 independent DMFT seeds, bisection "
             "resolution included; replicate brackets [10.76, 11.38]); long-time rule NOT met: ")
     tail = "δ_NN(T/2=100) = 9.31 ± 0.31 vs δ_NN(T=200) = 10.857 ± 0.24 (tolerance 0.78)"
@@ -330,7 +316,7 @@ def test_success_curves_on_a_dask_cluster_equals_serial(tmp_path: Path) -> None:
     """``--dask ADDRESS`` sends the GD runs to a dask.distributed cluster; the seeds do not depend
     on the executor, so the numbers equal the serial run's."""
     distributed = pytest.importorskip("distributed")
-    script = FIGS / "success_curves.py"
+    script = "validation.figures.success_curves"
     args = ["--quick", "--no-theory", "--cases", "gelu_z2m1"]
     run(script, *args, "--out", str(tmp_path / "serial"))
     with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
@@ -347,7 +333,7 @@ def test_success_from_counts(tmp_path: Path) -> None:
     δ match a recount of the raw trials here (first passage by T, final cosine above 1/2, final
     cosine percentiles), and its theory curve is the committed default-construction curve.
     Bad input: one error line, exit status 2."""
-    script = FIGS / "success_from_counts.py"
+    script = "validation.figures.success_from_counts"
     run(script, "--cases", "gelu_z2m1", "--no-nn", "--out", str(tmp_path))
     data = json.loads((tmp_path / "success_from_counts.json").read_text())
     assert (tmp_path / "success_from_counts.png").stat().st_size > 5000
@@ -372,11 +358,11 @@ def test_success_from_counts(tmp_path: Path) -> None:
     ref = theory["curves"]["gelu_z2m1|4000|forced@pps2@paired"]
     assert e["ds"]["4000"]["theory"]["delta_50"] == pytest.approx(ref["delta_50"])
     assert e["ds"]["4000"]["theory"]["successes"] == ref["successes"]
-    bad = subprocess.run([sys.executable, str(script), "--cases", "nope", "--out", str(tmp_path)],
+    bad = subprocess.run([sys.executable, "-m", script, "--cases", "nope", "--out", str(tmp_path)],
                          capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert bad.returncode == 2 and "--cases must name" in bad.stderr.strip().splitlines()[-1]
     (tmp_path / "bad.json").write_text("{}")
-    bad = subprocess.run([sys.executable, str(script), "--counts", str(tmp_path / "bad.json"), "--no-nn",
+    bad = subprocess.run([sys.executable, "-m", script, "--counts", str(tmp_path / "bad.json"), "--no-nn",
                           "--out", str(tmp_path)], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert bad.returncode == 2 and "not the JSON of" in bad.stderr.strip().splitlines()[-1]
 
@@ -385,9 +371,6 @@ def test_results_table_width_search_is_seed_one(monkeypatch: pytest.MonkeyPatch)
     """A row's δ_50 cell takes the seed-1 search (``<case>_defaults``, which the README's
     command lines reproduce), not a case with a seed of its own (``<case>_defaults_seed2``),
     whichever comes later; searches with the plain Stein mean are not used."""
-    sys.path.insert(0, str(ROOT / "validation"))
-    import results_table as rt
-    import width_transition as wt
 
     def search(x: float, **settings: object) -> dict:
         return {"delta_50": x, "err": 0.1, "deltas": [x - 1, x, x + 1], "successes": [0, 4, 8],

@@ -10,7 +10,6 @@ definitions are those of ``validation/transition_vs_simulation.py``.
 from __future__ import annotations
 
 import copy
-import importlib.util
 import json
 import math
 from pathlib import Path
@@ -20,18 +19,12 @@ import numpy as np
 import pytest
 
 from dmftsolve.simulation.simulator import simulate
+from validation import gd_transition_counts as gtc
+from validation import transition_vs_simulation as tvs
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _load(name: str) -> Any:
-    spec = importlib.util.spec_from_file_location(name, ROOT / "validation" / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-gtc = _load("gd_transition_counts")
 
 TRIAL_KEYS = {"escape_step", "final_cosine", "max_cosine", "min_cosine_after_escape", "nonfinite", "seed"}
 
@@ -154,7 +147,6 @@ def test_not_run_of_other_runs_is_kept(quick: tuple[Path, dict[str, Any]], tmp_p
 
 
 def test_cases_match_transition_vs_simulation() -> None:
-    tvs = _load("transition_vs_simulation")
     for name, c in gtc.CASES.items():
         ref = tvs.CASES[name]
         assert {k: c[k] for k in ("target", "activation", "eta", "T")} == \
@@ -188,7 +180,6 @@ def test_transition_curves_pooled_over_seeds() -> None:
     """``pooled`` sums the counts of one configuration's seeds per δ (δ grids may differ) and
     fits those; a configuration with one seed is not pooled. Reference: the summed counts by hand
     and ``probit_fit`` on them."""
-    tvs = _load("transition_vs_simulation")
     base = {"case": "gelu_z2m1", "d": 2000, "gd_delta_50": 7.0, "gd_delta_50_err": 0.1}
     curves = {
         "gelu_z2m1|2000|forced@paired": {**base, "seed": 1, "deltas": [6.5, 7.0, 7.5],
@@ -218,7 +209,6 @@ def test_default_curve_picks_paired_then_poisson() -> None:
     paired 2·10⁴-path one, and the Poisson one only when no paired curve exists (saying so);
     curves with other path counts or constructions are never taken. Reference: hand-summed counts
     and ``probit_fit`` on them."""
-    tvs = _load("transition_vs_simulation")
 
     def curve(**kw: Any) -> dict[str, Any]:
         c = {"case": "gelu_z2m1", "d": 2000, "construction": "forced", "n_paths": None,
@@ -260,7 +250,6 @@ def test_by_horizon_counts_escapes_by_step_T(tmp_path: Path, monkeypatch: pytest
     """``by_horizon`` counts a theory draw (escape step, −1: none) and a GD trial (escape step,
     None: none) as a success by T when it escaped at a step ≤ T, and fits both with
     ``probit_fit``. Reference: counts by hand."""
-    tvs = _load("transition_vs_simulation")
     trials = {5.0: [10, 150, None, None], 6.0: [20, 90, 300, None], 7.0: [5, 40, 60, 500]}
     run = {"points": {f"{x:g}": {"delta": x, "chunks": [{"trials": [{"escape_step": e} for e in es]}]}
                       for x, es in trials.items()}}

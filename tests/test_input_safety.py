@@ -221,14 +221,32 @@ def test_error_echo_is_capped() -> None:
     assert "…" in message and text not in message and len(message) < 400
 
 
-def test_caps_are_sensible() -> None:
-    assert MAX_EXPRESSION_LENGTH == 2000
-    assert 100 <= MAX_EXPRESSION_TOKENS <= 2000
-    assert 10 <= MAX_NESTING_DEPTH <= 100
-    # expressions at the caps still parse
-    assert parse_expression("+".join(["z"] * 250), ["z"], parameter="t") == 250 * sp.Symbol("z", real=True)
-    nested = "(" * (MAX_NESTING_DEPTH - 1) + "z" + ")" * (MAX_NESTING_DEPTH - 1)
-    assert parse_expression(nested, ["z"], parameter="t") == sp.Symbol("z", real=True)
+def test_each_cap_admits_its_limit_and_refuses_one_more() -> None:
+    """Length, tokens and nesting: an expression exactly at a cap parses (to the expression it
+    spells), one character, token or level more is refused with the cap named; a truncated
+    series of 40 terms with six-digit coefficients (9 tokens a term) is within every cap."""
+    z = sp.Symbol("z", real=True)
+
+    def refused(text: str) -> str:
+        with pytest.raises(ValueError) as info:
+            parse_expression(text, ["z"], parameter="t")
+        return str(info.value)
+
+    long = "z" + " " * (MAX_EXPRESSION_LENGTH - 1)
+    assert parse_expression(long, ["z"], parameter="t") == z
+    assert f"at most {MAX_EXPRESSION_LENGTH} are allowed" in refused(long + " ")
+    n = MAX_EXPRESSION_TOKENS // 2  # '-z+z+…+z' with n z's: 2n tokens
+    many = "-" + "+".join(["z"] * n)
+    assert parse_expression(many, ["z"], parameter="t") == (n - 2) * z
+    assert f"more than {MAX_EXPRESSION_TOKENS} tokens" in refused(many + "+z")
+    for depth in (MAX_NESTING_DEPTH, MAX_NESTING_DEPTH + 1):
+        text = "(" * depth + "z" + ")" * depth
+        if depth == MAX_NESTING_DEPTH:
+            assert parse_expression(text, ["z"], parameter="t") == z
+        else:
+            assert f"nested deeper than {MAX_NESTING_DEPTH} levels" in refused(text)
+    series = " + ".join(f"{1 / i:.6f}*sin({i}*z)" for i in range(1, 41))
+    assert len(parse_expression(series, ["z"], parameter="t").args) == 40
 
 
 def test_compile_expression_refuses_text() -> None:

@@ -12,10 +12,9 @@ from pathlib import Path
 
 import pytest
 
-FIGS = Path(__file__).resolve().parents[1] / "validation" / "figures"
-sys.path.insert(0, str(FIGS))
+from validation.figures.common import PointCache
 
-from common import PointCache  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 SETTINGS = {"figure": "test", "d": 100, "delta": 2.5}
 
@@ -24,8 +23,7 @@ SETTINGS = {"figure": "test", "d": 100, "delta": 2.5}
 #: error (as a resilient caller would; the old shared '<key>.tmp' raised FileNotFoundError).
 WRITER = """
 import sys, itertools
-sys.path.insert(0, {figs!r})
-from common import PointCache
+from validation.figures.common import PointCache
 cache = PointCache({root!r}, "fig")
 wid, rounds, size = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
 for r in (range(rounds) if rounds else itertools.count()):
@@ -39,8 +37,8 @@ for r in (range(rounds) if rounds else itertools.count()):
 
 
 def _writer(root: Path, wid: int, rounds: int, size: int) -> subprocess.Popen:
-    code = WRITER.format(figs=str(FIGS), root=str(root), settings=SETTINGS)
-    return subprocess.Popen([sys.executable, "-c", code, str(wid), str(rounds), str(size)],
+    code = WRITER.format(root=str(root), settings=SETTINGS)
+    return subprocess.Popen([sys.executable, "-c", code, str(wid), str(rounds), str(size)], cwd=ROOT,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -124,7 +122,7 @@ def test_corrupt_entry_is_discarded_and_recomputed(tmp_path: Path) -> None:
 def test_make_executor_caps_workers_at_the_cpus() -> None:
     import os
 
-    from common import make_executor
+    from validation.figures.common import make_executor
 
     cpus = len(os.sched_getaffinity(0))
     with pytest.warns(RuntimeWarning, match="more than the"), make_executor(cpus + 5) as ex:

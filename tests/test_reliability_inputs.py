@@ -47,10 +47,26 @@ def test_parser_refuses_non_real_constants(text: str, words: str) -> None:
     assert "\n" not in str(info.value)
 
 
-@pytest.mark.parametrize("text", ["z**2 + 1e300", "1e-300*z**2", "(1/2)**3000*z**2", "sqrt(2)*z",
-                                  "exp(-700)*z", "log(2)*z", "abs(z)**0.5", "E**2*z - pi"])
-def test_parser_keeps_real_constants(text: str) -> None:
-    Target(text)  # no error
+#: Gaussian latents at which kept labels are compared with their numpy spelling
+Z = np.random.default_rng(0).standard_normal(1000)
+
+
+@pytest.mark.parametrize(("text", "reference"), [
+    ("z**2 + 1e300", lambda z: z**2 + 1e300),
+    ("1e-300*z**2", lambda z: 1e-300 * z**2),
+    ("(1/2)**3000*z**2", lambda z: np.ldexp(z**2, -3000)),  # below the smallest double: 0
+    ("sqrt(2)*z", lambda z: np.sqrt(2) * z),
+    ("exp(-700)*z", lambda z: np.exp(-700) * z),
+    ("log(2)*z", lambda z: np.log(2) * z),
+    ("abs(z)**0.5", lambda z: np.abs(z) ** 0.5),
+    ("E**2*z - pi", lambda z: np.e**2 * z - np.pi),
+])
+def test_parser_keeps_real_constants(text: str, reference) -> None:  # noqa: ANN001
+    """Real constants, however large or small, are kept as the numbers they spell (reference:
+    the same expression in numpy)."""
+    ref = reference(Z)  # a sum rounds relative to its largest term (E**2*z - pi near 0): atol
+    np.testing.assert_allclose(Target(text)(Z[:, None]), ref, rtol=1e-13,
+                               atol=8 * np.finfo(float).eps * np.abs(ref).max())
 
 
 def test_constant_problem_reasons() -> None:
@@ -166,10 +182,31 @@ def test_labels_without_finite_variance_are_refused(text: str) -> None:
         Target(text)
 
 
-@pytest.mark.parametrize("text", ["abs(z)**(-0.25)", "sin(1/z)", "atan(1/z)", "(z**2 - 1)/(z - 1)",
-                                  "1/(z**2 + 1)", "z/(1 + abs(z))", "1/(z**2 + 0.001)", "exp(-1/z**2)"])
-def test_labels_with_finite_variance_are_kept(text: str) -> None:
-    Target(text)  # E[y²] < ∞: no error
+@pytest.mark.parametrize(("text", "reference", "bound"), [
+    ("abs(z)**(-0.25)", lambda z: np.abs(z) ** -0.25, None),
+    ("sin(1/z)", lambda z: np.sin(1 / z), 1.0),
+    ("atan(1/z)", lambda z: np.arctan(1 / z), np.pi / 2),
+    ("(z**2 - 1)/(z - 1)", lambda z: z + 1, None),  # the removable pole at z = 1 removed
+    ("1/(z**2 + 1)", lambda z: 1 / (z**2 + 1), 1.0),
+    ("z/(1 + abs(z))", lambda z: z / (1 + np.abs(z)), 1.0),
+    ("1/(z**2 + 0.001)", lambda z: 1 / (z**2 + 0.001), None),
+    ("exp(-1/z**2)", lambda z: np.exp(-1 / z**2), 1.0),
+])
+def test_labels_with_finite_variance_are_kept(text: str, reference, bound: float | None) -> None:  # noqa: ANN001
+    """Labels with a pole or an essential singularity whose E[y²] is finite are kept, as the
+    labels they spell (reference: the numpy spelling). E[y²] is finite because the label is
+    bounded by ``bound``, or by scipy quad of the numpy spelling against φ, split at 0."""
+    from scipy.integrate import quad
+    from scipy.stats import norm
+
+    y = Target(text)(Z[:, None])
+    np.testing.assert_allclose(y, reference(Z), rtol=1e-12, atol=1e-300)
+    if bound is not None:
+        assert np.all(np.abs(y) <= bound)
+    else:
+        second = sum(quad(lambda z: reference(z) ** 2 * norm.pdf(z), a, b, limit=200)[0]
+                     for a, b in ((-np.inf, 0.0), (0.0, np.inf)))
+        assert np.isfinite(second) and second > 0
 
 
 def test_single_latent_z_with_k_above_one_names_the_fix() -> None:
@@ -257,9 +294,20 @@ def test_problem_refuses_labels_constant_in_double_precision(text: str) -> None:
         Target(text)
 
 
-def test_problem_keeps_labels_doubles_resolve() -> None:
-    for text in ("1e-300*z**2", "z**2 + 1e15", "1e300*z**2", "z1*z2 + eps", "sign(z)", "1"):
-        Problem.build(target=text)
+@pytest.mark.parametrize("text", ["1e-300*z**2", "z**2 + 1e15", "1e300*z**2", "z1*z2 + eps", "sign(z)", "1"])
+def test_problem_keeps_labels_doubles_resolve(text: str) -> None:
+    """A label doubles can tell apart is kept: the problem's labels are its target's, and they
+    take more than one value at Gaussian latents (``z**2 + 1e15``: steps of 1/8 in doubles);
+    the exact constant ``1`` is kept as the constant it is."""
+    p = Problem.build(target=text)
+    rng = np.random.default_rng(1)
+    latents, eps = rng.standard_normal((1000, p.target.k)), rng.standard_normal(1000)
+    y = p.labels(latents, eps)
+    np.testing.assert_array_equal(y, Target(text)(latents, eps))
+    if text == "1":
+        assert np.all(y == 1.0)
+    else:
+        assert np.unique(y).size > 1
 
 
 def test_derivatives_that_swell_are_refused_not_a_traceback(capsys: pytest.CaptureFixture[str]) -> None:

@@ -9,9 +9,7 @@ two halves of the paths), fixed seeds throughout.
 
 from __future__ import annotations
 
-import importlib.util
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -22,11 +20,7 @@ from dmftsolve.dynamics.dmft import solve_dmft
 from dmftsolve.hessian.outlier_equation import outliers
 from dmftsolve.simulation.simulator import simulate
 from dmftsolve.thresholds.directions import split_directions
-
-_SCRIPT = Path(__file__).resolve().parents[1] / "validation" / "spectrum_vs_simulation.py"
-_spec = importlib.util.spec_from_file_location("spectrum_vs_simulation", _SCRIPT)
-svs = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(svs)  # type: ignore[union-attr]
+from validation import spectrum_vs_simulation as svs
 
 
 @pytest.fixture(autouse=True)

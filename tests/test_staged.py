@@ -3,7 +3,7 @@
 Reference values, with their origin:
 
 * ``z1 + z2**2 - 1`` → 1/2: ``h_u = u + z2² − 1`` is a shift of ``z2²`` and
-  ``δ_alg(z²) = 1/Var(z²) = 1/2`` for every ``u`` (closed form, as in test_alg_threshold).
+  ``δ_alg(z²) = 1/Var(z²) = 1/2`` for every ``u`` (closed form, as in test_weak_recovery).
 * ``z1 + (1 + z1**2)*(z2**2 - 1)`` → 1/2: ``h_u = u + c(u) He2(z2)`` with ``c(u) > 0``;
   ``δ_alg`` is invariant under ``y ↦ a y + b`` (an invariance test of the same closed form).
 * ``z1 + Heaviside(z2**2 - 1 - z1**2)``: given ``z1 = u`` the label is the binary

@@ -3,14 +3,12 @@ hand-made results."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from types import ModuleType
-
 import pytest
 
+from validation import transition_defaults as mod
 
-def test_tiny_search_records_what_it_used(load_validation: Callable[[str], ModuleType]) -> None:
-    mod = load_validation("transition_defaults")
+
+def test_tiny_search_records_what_it_used() -> None:
     out = mod.main(["--tiny"])
     (k, v), = out.items()
     assert k == "gelu_z2m1|100"
@@ -23,9 +21,7 @@ def test_tiny_search_records_what_it_used(load_validation: Callable[[str], Modul
     assert v["failed_draws"] == mod.failed_draws(v) >= 0
 
 
-def test_bad_options_exit_with_one_line(load_validation: Callable[[str], ModuleType],
-                                        capsys: pytest.CaptureFixture[str]) -> None:
-    mod = load_validation("transition_defaults")
+def test_bad_options_exit_with_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     for argv, words in ((["--ds", "abc"], "--ds must be"), (["--seed", "-1"], "must be positive"),
                         (["--paths", "10"], "--paths must be at least 40"),
                         (["--paths-per-sample", "-2"], "--paths-per-sample must be in"),
@@ -36,19 +32,17 @@ def test_bad_options_exit_with_one_line(load_validation: Callable[[str], ModuleT
         assert e.value.code == 2 and words in err[-1], (argv, err)
 
 
-def test_failed_draws_from_the_record_else_the_message(load_validation: Callable[[str], ModuleType]) -> None:
+def test_failed_draws_from_the_record_else_the_message() -> None:
     """Reference: the counts written into hand-made records."""
-    mod = load_validation("transition_defaults")
     msg = "2 of 3 points had failed draws: δ = 5: 1 DMFT draws failed: [..]; δ = 6: 2 DMFT draws failed"
     assert mod.failed_draws({"message": msg}) == 3
     assert mod.failed_draws({"message": msg, "failed_draws": 7}) == 7
     assert mod.failed_draws({"message": ""}) == 0
 
 
-def test_report_counts_the_bar_at_the_defaults_only(load_validation: Callable[[str], ModuleType]) -> None:
+def test_report_counts_the_bar_at_the_defaults_only() -> None:
     """Two searches of GeLU ``z² − 1`` at d = 1000 against GD's stored 6.89: 7.1 is within
     max(0.3, 5 %) = 0.34, 7.4 is not; the `@pps2` and `@seed1` rows are shown but not counted."""
-    mod = load_validation("transition_defaults")
     gd = mod.gd_of("gelu_z2m1", 1000)
     assert gd is not None and 6.7 < gd[0] < 7.1  # findings §9.2: 6.89 ± 0.07
 
@@ -73,11 +67,9 @@ def test_report_counts_the_bar_at_the_defaults_only(load_validation: Callable[[s
     assert text.index("| 500 |") < text.index("| 1000 | 20000")
 
 
-def test_heeded_count_swaps_in_the_n_2n_search_where_the_command_warned(
-        load_validation: Callable[[str], ModuleType]) -> None:
+def test_heeded_count_swaps_in_the_n_2n_search_where_the_command_warned() -> None:
     """A default search 0.9 high whose curvature excess is 2.3 (above the warning's 1) and its
     N = 2n search 0.1 high: within after the swap; a search with excess 0.5 keeps its own."""
-    mod = load_validation("transition_defaults")
     g = mod.gd_of("gelu_z2", 2000)[0]
     g2 = mod.gd_of("gelu_z2", 1000)[0]
 

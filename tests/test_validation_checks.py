@@ -25,15 +25,20 @@ from types import ModuleType
 import numpy as np
 import pytest
 
+from validation import dmft_vs_simulation as dvs
+from validation import spectrum_vs_simulation as svs
+from validation import thresholds_vs_simulation as thvs
+from validation import transition_vs_simulation as tvs
+
 ROOT = Path(__file__).resolve().parents[1]
-VALIDATION = ROOT / "validation"
-RESULTS = VALIDATION / "results"
+RESULTS = ROOT / "validation" / "results"
 
 
 def run(script: str, *args: str) -> None:
+    """``python -m validation.<script> args`` from the repository root, as a user runs it."""
     env = {**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
            "MPLBACKEND": "Agg"}
-    proc = subprocess.run([sys.executable, str(VALIDATION / script), *args], capture_output=True,
+    proc = subprocess.run([sys.executable, "-m", f"validation.{script}", *args], capture_output=True,
                           text=True, env=env, cwd=ROOT, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
 
@@ -46,8 +51,7 @@ def is_png(path: Path) -> bool:
     return path.exists() and path.stat().st_size > 5000 and path.read_bytes()[:4] == b"\x89PNG"
 
 
-def test_dmft_vs_simulation_tiny(tmp_path: Path, load_validation: Callable[[str], ModuleType]) -> None:
-    dvs = load_validation("dmft_vs_simulation")
+def test_dmft_vs_simulation_tiny(tmp_path: Path) -> None:
     res = dvs.main(["--tiny", "--out-dir", str(tmp_path)])
     assert set(res["cases"]) == set(dvs.CASES)
     for name, case in res["cases"].items():
@@ -63,7 +67,7 @@ def test_dmft_vs_simulation_tiny(tmp_path: Path, load_validation: Callable[[str]
 
 
 def test_thresholds_vs_simulation_tiny(tmp_path: Path) -> None:
-    run("thresholds_vs_simulation.py", "--tiny", "--out-dir", str(tmp_path))
+    run("thresholds_vs_simulation", "--tiny", "--out-dir", str(tmp_path))
     res = json.loads((tmp_path / "thresholds_vs_simulation.json").read_text())
     assert res["settings"]["tiny"] is True and res["settings"]["d"] == [40]
     for name in ("gelu", "quad"):
@@ -82,15 +86,14 @@ def test_thresholds_vs_simulation_tiny(tmp_path: Path) -> None:
     assert is_png(tmp_path / "thresholds_vs_simulation.png")
 
 
-def test_thresholds_delta_50_by_hand(load_validation: Callable[[str], ModuleType]) -> None:
-    tvs = load_validation("thresholds_vs_simulation")
-    assert tvs.delta_50(np.array([1.0, 2.0, 3.0]), np.array([0.0, 0.25, 0.75])) == 2.5
-    assert tvs.delta_50(np.array([1.0, 2.0]), np.array([0.5, 1.0])) == 1.0
-    assert tvs.delta_50(np.array([1.0, 2.0]), np.array([0.0, 0.25])) is None
+def test_thresholds_delta_50_by_hand() -> None:
+    assert thvs.delta_50(np.array([1.0, 2.0, 3.0]), np.array([0.0, 0.25, 0.75])) == 2.5
+    assert thvs.delta_50(np.array([1.0, 2.0]), np.array([0.5, 1.0])) == 1.0
+    assert thvs.delta_50(np.array([1.0, 2.0]), np.array([0.0, 0.25])) is None
 
 
 def test_learned_outliers_vs_simulation_tiny(tmp_path: Path) -> None:
-    run("learned_outliers_vs_simulation.py", "--tiny", "--out-dir", str(tmp_path))
+    run("learned_outliers_vs_simulation", "--tiny", "--out-dir", str(tmp_path))
     res = json.loads((tmp_path / "learned_outliers_vs_simulation.json").read_text())
     assert res["n_seeds"] == 2 and res["ds"] == [150]
     text = (tmp_path / "learned_outliers_vs_simulation.md").read_text()
@@ -106,9 +109,7 @@ def out_to(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Callable[[ModuleT
     return point
 
 
-def test_transition_figures_from_committed_json(load_validation: Callable[[str], ModuleType],
-                                                out_to: Callable[[ModuleType], Path]) -> None:
-    tvs = load_validation("transition_vs_simulation")
+def test_transition_figures_from_committed_json(out_to: Callable[[ModuleType], Path]) -> None:
     res = json.loads((RESULTS / "transition_vs_simulation.json").read_text())
     out = out_to(tvs)
     tvs.plot(res)
@@ -122,9 +123,9 @@ def test_transition_figures_from_committed_json(load_validation: Callable[[str],
 
 
 def test_spectrum_and_dmft_and_thresholds_figures_from_committed_json(
-        load_validation: Callable[[str], ModuleType], out_to: Callable[[ModuleType], Path]) -> None:
-    for name in ("spectrum_vs_simulation", "dmft_vs_simulation", "thresholds_vs_simulation"):
-        mod = load_validation(name)
+        out_to: Callable[[ModuleType], Path]) -> None:
+    for name, mod in (("spectrum_vs_simulation", svs), ("dmft_vs_simulation", dvs),
+                      ("thresholds_vs_simulation", thvs)):
         out = out_to(mod)
         res = json.loads((RESULTS / f"{name}.json").read_text())
         if name == "dmft_vs_simulation":
@@ -134,11 +135,9 @@ def test_spectrum_and_dmft_and_thresholds_figures_from_committed_json(
         assert is_png(out / f"{name}.png"), name
 
 
-def test_transition_curve_tiny(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                               load_validation: Callable[[str], ModuleType]) -> None:
+def test_transition_curve_tiny(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """One theory curve of ``transition_vs_simulation`` (2 δ, 2 draws, 400 kernel paths, 40 steps)
-    joined with GD's committed counts at the same d, written to a temporary JSON."""
-    tvs = load_validation("transition_vs_simulation")
+    written to a temporary JSON, without GD counts: GD's stored counts are by step 400."""
     monkeypatch.setattr(tvs, "JSON", tmp_path / "transition_vs_simulation.json")
     case = {**tvs.CASES["gelu_z2m1"], "T": 40}
     from dmftsolve import Problem
@@ -151,8 +150,7 @@ def test_transition_curve_tiny(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
     assert np.asarray(c["draws"]).tolist() == [2, 2] and np.asarray(c["deltas"]).tolist() == [6.0, 12.0]
     assert np.all((np.asarray(c["p"]) >= 0) & (np.asarray(c["p"]) <= 1))
     assert all(-1 <= e <= 40 for steps in c["escape_steps"] for e in np.asarray(steps).tolist())  # -1: none
-    # GD's 40-trial counts ran to step 400, so at this horizon (40) GD's successes are re-read
-    # by step 40 from the older convention-hunt runs
-    assert c["gd"] is None or c["gd"]["by_step"] == 40
+    # GD's stored counts are by step 400, not by this horizon (40): none are joined
+    assert c["gd"] is None and math.isnan(c["gd_delta_50"])
     saved = json.loads((tmp_path / "transition_vs_simulation.json").read_text())
     assert "tiny" in saved["curves"]

@@ -15,13 +15,14 @@ and test loss and cosine. Outputs in ``validation/results/``:
 ``dmft_vs_simulation.md`` (tables), ``dmft_vs_simulation.json`` (all numbers)
 and ``dmft_vs_simulation.png`` (trajectories and gap vs d).
 
-Run: ``python validation/dmft_vs_simulation.py [--quick]`` (about 10 min on 2 cores);
+Run: ``python -m validation.dmft_vs_simulation [--quick]`` (about 10 min on 2 cores);
 ``--tiny`` (d = 60, 2 trials, 2000 paths; seconds, for ``tests/test_validation_checks.py``) with
 ``--out-dir DIR`` writes elsewhere; ``--plot`` redraws the figure from the committed JSON.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import sys
@@ -34,6 +35,7 @@ from dmftsolve import Problem
 from dmftsolve.dynamics.dmft import solve_dmft
 from dmftsolve.results import jsonable
 from dmftsolve.simulation.simulator import simulate
+from validation import script_parser
 
 OUT = Path(__file__).resolve().parent / "results"
 QUICK = "--quick" in sys.argv
@@ -220,8 +222,18 @@ def plot(results: dict, out: Path = OUT) -> None:
     plt.close(fig)
 
 
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The options (read again by the module and :func:`main`); ``--help`` prints them."""
+    ap = script_parser(__spec__, __doc__)
+    ap.add_argument("--quick", action="store_true", help="d = 500 and 1000, 5·10⁴ paths")
+    ap.add_argument("--tiny", action="store_true", help="d = 60, 2 trials, 2000 paths (the test)")
+    ap.add_argument("--out-dir", type=Path, default=OUT, help=f"output directory (default {OUT})")
+    ap.add_argument("--plot", action="store_true", help="redraw the figure from the committed JSON")
+    return ap.parse_args(argv)
+
+
 if __name__ == "__main__":
-    if "--plot" in sys.argv:  # redraw the figure from the committed JSON (seconds)
+    if parse_args().plot:  # redraw the figure from the committed JSON (seconds)
         plot(json.loads((OUT / "dmft_vs_simulation.json").read_text()))
     else:
         main()

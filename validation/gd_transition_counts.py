@@ -32,7 +32,7 @@ error). Progress goes to stderr; the JSON and the Markdown report are rewritten 
 
 Run (everything, ~100 min budget on one core)::
 
-    OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 python validation/gd_transition_counts.py \\
+    OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 python -m validation.gd_transition_counts \\
         --budget-minutes 100
 
 ``--cases 1,2`` runs a subset (numbers as in ``RUNS``), ``--trials`` changes the trials per point
@@ -42,7 +42,6 @@ tiny configuration for the test (d = 60, 2 δ, 2 trials; writes ``gd_transition_
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import os
@@ -61,6 +60,7 @@ from dmftsolve.results import jsonable
 from dmftsolve.seeds import child, seed_record
 from dmftsolve.simulation.sweeps import sweep
 from dmftsolve.thresholds.finite_d_transition import probit_fit
+from validation import script_parser
 
 OUT = Path(__file__).resolve().parent / "results"
 STEM = "gd_transition_counts"
@@ -298,9 +298,10 @@ def report(res: dict[str, Any]) -> str:
          "is above 1/2, `lost` those that escaped and later fell back to ≤ 1/2. p ± √(p(1−p)/N). "
          "δ_50 and the probit width w: `dmftsolve.thresholds.probit_fit` (maximum likelihood "
          "P = Φ((δ − δ_50)/w) on the by-T counts, ± bootstrap standard error).", "",
-         "**Is T = 400 long enough?** Checked only from existing data (`convention_hunt.json`, GD run "
-         "to 1000 steps, 6–8 trials per δ, cosine every 10 steps): for `z**2 - 1` (variant V4, d = 500 / "
-         "1000 / 2000) none of the 61 escapes in 112 trials came after step 400 (latest: 330, 400, 290); "
+         "**Is T = 400 long enough?** Checked only from existing data (`convention_hunt.json` of the "
+         "investigations archive, docs/investigations.md; GD run to 1000 steps, 6–8 trials per δ, "
+         "cosine every 10 steps): for `z**2 - 1` (variant V4, d = 500 / 1000 / 2000) none of the 61 "
+         "escapes in 112 trials came after step 400 (latest: 330, 400, 290); "
          "for `z**2` (V0) 5 of 46 escapes did (at 530; 420, 630, 750; 420), so for the uncentred label "
          "the counts here are success *by step 400*, not at long times, and some runs counted as "
          "failures would escape later. `Min(z**2, 3)` has no longer GD runs. The escape-step columns "
@@ -379,7 +380,7 @@ def plan(runs: dict[int, dict[str, Any]], selected: list[int], trials: int | Non
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     """Run (or resume) the sweeps and write ``<out>/<stem>.{json,md}``; returns the results dict."""
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = script_parser(__spec__, __doc__)
     ap.add_argument("--cases", default=",".join(map(str, RUNS)),
                     help="comma-separated run numbers of RUNS, in priority order (default: all)")
     ap.add_argument("--budget-minutes", type=float, default=100.0,
@@ -420,7 +421,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     res: dict[str, Any] = json.loads(path.read_text()) if path.exists() else {}
     res.setdefault("runs", {})
     res["summary"] = {}
-    cmd = "OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 python validation/gd_transition_counts.py"
+    cmd = "OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 python -m validation.gd_transition_counts"
     if args.quick:
         cmd += " --quick"
     res["settings"] = {"record_every": RECORD_EVERY, "dtype": DTYPE, "chunk": CHUNK,

@@ -24,14 +24,13 @@ random-start size. For each case (GeLU and r² neurons; ``z²``, ``z² − 1`` a
 Output: ``validation/results/hard_overlap_vs_simulation.{json,md}``; finished
 (case, part, d) entries are cached in the JSON and not recomputed.
 
-Run: ``OMP_NUM_THREADS=1 python validation/hard_overlap_vs_simulation.py [--cases a,b]
+Run: ``OMP_NUM_THREADS=1 python -m validation.hard_overlap_vs_simulation [--cases a,b]
 [--quick]`` (full size: 38 min wall on the loaded 2-core machine, one process; ``--quick``:
 d = 100, 8 trials, 8 draws, t ≤ 8 (×5 for r²), written as ``hard_overlap_vs_simulation_quick.*``).
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import sys
@@ -43,16 +42,14 @@ import numpy as np
 from scipy.special import ndtri
 from threadpoolctl import threadpool_limits
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from transition_vs_simulation import CASES as TVS_CASES  # noqa: E402
-from transition_vs_simulation import gd_var, var_se  # noqa: E402
-
-from dmftsolve import Problem  # noqa: E402
-from dmftsolve.dynamics.dmft import solve_dmft  # noqa: E402
-from dmftsolve.dynamics.hard_overlap import HardOverlapSettings, hard_overlap_law  # noqa: E402
-from dmftsolve.results import jsonable  # noqa: E402
-from dmftsolve.thresholds.finite_d_transition import TransitionSettings, solve_draw  # noqa: E402
+from dmftsolve import Problem
+from dmftsolve.dynamics.dmft import solve_dmft
+from dmftsolve.dynamics.hard_overlap import HardOverlapSettings, hard_overlap_law
+from dmftsolve.results import jsonable
+from dmftsolve.thresholds.finite_d_transition import TransitionSettings, solve_draw
+from validation import script_parser
+from validation.transition_vs_simulation import CASES as TVS_CASES
+from validation.transition_vs_simulation import gd_var, var_se
 
 OUT = Path(__file__).resolve().parent / "results"
 
@@ -249,7 +246,7 @@ def report(res: dict[str, Any], cfg: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = script_parser(__spec__, __doc__)
     ap.add_argument("--cases", default=",".join(CASES), help="comma-separated case names (default: all)")
     ap.add_argument("--quick", action="store_true", help="tiny configuration for the test")
     ap.add_argument("--ds", default="", help="comma-separated GD input dimensions (default: all)")
@@ -281,8 +278,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if res and {k: v for k, v in res["config"].items() if k not in RUN_KEYS} != {
             k: v for k, v in cfg_json.items() if k not in RUN_KEYS}:
         ap.error(f"{path} was made with other settings; move it away to rerun")
-    res.update({"config": cfg_json, "command": "OMP_NUM_THREADS=1 python validation/"
-                f"hard_overlap_vs_simulation.py{' --quick' if args.quick else ''}"})
+    res.update({"config": cfg_json, "command": "OMP_NUM_THREADS=1 python -m validation."
+                f"hard_overlap_vs_simulation{' --quick' if args.quick else ''}"})
     res.setdefault("cases", {})
 
     def save() -> None:

@@ -27,13 +27,14 @@ predicted outlier the simulated eigenvalue whose eigenvector has the largest ove
 predicted part of the spike subspace.
 
 Outputs: ``validation/results/learned_outliers_vs_simulation.{md,json}``.
-Run: ``python validation/learned_outliers_vs_simulation.py [--quick]`` (about 10 min on one
+Run: ``python -m validation.learned_outliers_vs_simulation [--quick]`` (about 10 min on one
 core; ``--quick`` about 1 min; ``--tiny`` seconds, for ``tests/test_validation_checks.py``;
 ``--out-dir DIR`` writes elsewhere).
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import sys
@@ -45,14 +46,13 @@ import numpy as np
 import scipy.linalg
 from threadpoolctl import threadpool_limits
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from spectrum_vs_simulation import gd_states  # noqa: E402
-
-from dmftsolve import Problem  # noqa: E402
-from dmftsolve.dynamics.dmft import solve_dmft  # noqa: E402
-from dmftsolve.hessian.outlier_equation import training_outliers  # noqa: E402
-from dmftsolve.results import jsonable  # noqa: E402
-from dmftsolve.simulation.simulator import dense_hessian_matrix  # noqa: E402
+from dmftsolve import Problem
+from dmftsolve.dynamics.dmft import solve_dmft
+from dmftsolve.hessian.outlier_equation import training_outliers
+from dmftsolve.results import jsonable
+from dmftsolve.simulation.simulator import dense_hessian_matrix
+from validation import script_parser
+from validation.spectrum_vs_simulation import gd_states
 
 OUT = (Path(sys.argv[sys.argv.index("--out-dir") + 1]) if "--out-dir" in sys.argv[:-1]
        else Path(__file__).resolve().parent / "results")
@@ -227,5 +227,15 @@ def write_markdown(results: dict[str, Any]) -> None:
     (OUT / "learned_outliers_vs_simulation.md").write_text("\n".join(L) + "\n")
 
 
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The options (read by the module's constants); ``--help`` prints them."""
+    ap = script_parser(__spec__, __doc__)
+    ap.add_argument("--quick", action="store_true", help="d = 600, 2·10⁴ paths, 2 seeds (about 1 min)")
+    ap.add_argument("--tiny", action="store_true", help="d = 150, 4000 paths (seconds; the test)")
+    ap.add_argument("--out-dir", type=Path, default=OUT, help=f"output directory (default {OUT})")
+    return ap.parse_args(argv)
+
+
 if __name__ == "__main__":
+    parse_args()
     main()

@@ -45,7 +45,7 @@ Run
 ---
 Full size (not run in this session)::
 
-    python validation/results_table.py --workers 2
+    python -m validation.results_table --workers 2
 
 Estimated cost on one core: δ_alg 0.1–8 s per target. δ_NN(t·η = 1), 3 seeds: measured here
 8 s for GeLU, m = 1, ``z² − 1`` (6.66 ± 0.72) but **527 s** for the same row at m = 2
@@ -63,7 +63,6 @@ job, after the m = 2 solve was unrolled; before, about an hour was estimated; wi
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import re
@@ -74,18 +73,11 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent / "figures"))
-
-from common import (  # noqa: E402
-    DEFAULT_OUT,
-    PointCache,
-    command_line,
-    make_executor,
-)
-
-from dmftsolve import Problem  # noqa: E402
-from dmftsolve.results import jsonable  # noqa: E402
-from dmftsolve.thresholds.finite_d_transition import default_kernel_paths, label_is_uncentred  # noqa: E402
+from dmftsolve import Problem
+from dmftsolve.results import jsonable
+from dmftsolve.thresholds.finite_d_transition import default_kernel_paths, label_is_uncentred
+from validation import script_parser
+from validation.figures.common import DEFAULT_OUT, PointCache, command_line, make_executor
 
 ROOT = Path(__file__).resolve().parents[1]
 NAME = "results_table"
@@ -287,7 +279,7 @@ def figure_status(name: str) -> str:
 #: δ_alg in closed form, for the catalogue targets that have one: for k = 1 noiseless labels
 #: δ_alg = 1/E_y[(E[z²|y] − 1)²] (weak_recovery module docstring), and z², z² − 1 and |z| all
 #: determine z², so E[z²|y] = z² and δ_alg = 1/E[(z² − 1)²] = 1/2; z1*z2: the Bessel-K form
-#: 1/(1 + E[(a − 1)²]) of tests/test_alg_threshold.py (REF_PRODUCT, mpmath at 30 digits).
+#: 1/(1 + E[(a − 1)²]) of tests/test_weak_recovery.py (REF_PRODUCT, mpmath at 30 digits).
 EXACT_ALG = {"z**2": (0.5, "0.5"), "z**2 - 1": (0.5, "0.5"), "abs(z)": (0.5, "0.5"),
              "z1*z2": (0.59375109822225719955, "0.59375")}
 #: δ_alg is computed by deterministic quadrature asked for this relative accuracy
@@ -515,8 +507,7 @@ def _width_data() -> tuple[Any, dict[str, Any]] | None:
     path = ROOT / "validation" / "results" / "width_transition.json"
     if not path.exists():
         return None
-    sys.path.insert(0, str(ROOT / "validation"))
-    import width_transition as wt
+    from validation import width_transition as wt
 
     return wt, json.loads(path.read_text())
 
@@ -619,7 +610,7 @@ def render(rows: list[dict[str, Any]], cfg: dict[str, Any], cmd: str, quick: boo
         f"{_sci(ALG_RTOL)}), shown to 4 decimals, all of which hold. '(closed form)' marks the targets "
         "whose δ_alg is known exactly — 1/2 for `z**2`, `z**2 - 1` and `abs(z)` (each label fixes "
         "z², so E[z²|y] = z² and δ_alg = 1/E[(z² − 1)²]), 0.59375110 for `z1*z2` (the Bessel-K "
-        "form checked in `tests/test_alg_threshold.py`)"
+        "form checked in `tests/test_weak_recovery.py`)"
         + (f"; {exact_note}." if exact_note else "."),
     ]
     if easy_targets:
@@ -661,7 +652,7 @@ def render(rows: list[dict[str, Any]], cfg: dict[str, Any], cmd: str, quick: boo
         "* '—': the quantity failed; the cell gives the reason (the full message is in "
         "`results_table.json`). 'not run yet': not computed so far (subsets are computed with "
         "--quantities, --widths, --activations; the whole table is "
-        "`python validation/results_table.py --workers 2`, hours: see the script's docstring).",
+        "`python -m validation.results_table --workers 2`, hours: see the script's docstring).",
         "",
         "| # | target | σ | m | η | δ_alg | δ_NN(t·η = 1) | δ_NN long | δ_50 (d = "
         f"{cfg['d']}) |",
@@ -723,15 +714,14 @@ def width_section() -> str:
     return ("## Threshold against width, and targets with easy and hard directions\n\n"
             "![GD's δ_50 and the theory's against the width m, GeLU and r² on z² − 1 at d = 1000]"
             "(../validation/results/figures/width.png)\n\n"
-            "Figure: `python validation/figures/width.py` (the theory at m = 2 and 3: the `_defaults` "
-            "searches). Table: `python validation/width_transition.py "
+            "Figure: `python -m validation.figures.width` (the theory at m = 2 and 3: the `_defaults` "
+            "searches). Table: `python -m validation.width_transition "
             "--report` (the searches: `--side theory` and `--side gd`, `--ds 1000` or `2000`, "
             "`--only NAME`). Findings: `docs/findings.md` §10.\n" + body)
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = script_parser(__spec__, __doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true", help="three rows with tiny settings (the test)")
     p.add_argument("--workers", type=int, default=1)
     p.add_argument("--dask", default=None, metavar="ADDRESS")

@@ -27,11 +27,12 @@ that its Hessian eigenvalues equal ``simulate(..., dense_hessian=True)``'s); the
 the weights ``W_t`` and data themselves for the full eigendecomposition and the plug-in law.
 
 Outputs: ``validation/results/spectrum_vs_simulation.{md,json,png}``.
-Run: ``python validation/spectrum_vs_simulation.py [--quick]`` (about 10 min on 2 cores).
+Run: ``python -m validation.spectrum_vs_simulation [--quick]`` (about 10 min on 2 cores).
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import sys
@@ -54,6 +55,7 @@ from dmftsolve.results import jsonable
 from dmftsolve.simulation.simulator import dense_hessian_matrix, gd_step, simulate
 from dmftsolve.simulation.trials import replay_trial
 from dmftsolve.thresholds.directions import split_directions
+from validation import script_parser
 
 OUT = Path(__file__).resolve().parent / "results"
 QUICK = "--quick" in sys.argv
@@ -526,8 +528,16 @@ def plot(results: dict[str, Any]) -> None:
     plt.close(fig)
 
 
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The options (read by the module's constants); ``--help`` prints them."""
+    ap = script_parser(__spec__, __doc__)
+    ap.add_argument("--quick", action="store_true", help="d = 600 (bulk and outliers), 4·10⁴ paths")
+    ap.add_argument("--plot", action="store_true", help="redraw the figure from the committed JSON")
+    return ap.parse_args(argv)
+
+
 if __name__ == "__main__":
-    if "--plot" in sys.argv:  # redraw the figure from the committed JSON (seconds)
+    if parse_args().plot:  # redraw the figure from the committed JSON (seconds)
         plot(json.loads((OUT / "spectrum_vs_simulation.json").read_text()))
     else:
         main()

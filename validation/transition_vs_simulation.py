@@ -11,12 +11,11 @@ soon as it lands (the JSON is updated after every curve):
   :func:`gd_var` (cached in ``validation/results/transition_gd_var.json``; ``--gd-var``
   recomputes them, about 5 min on one core).
 * **Success curves and δ_50**: :func:`dmftsolve.thresholds.finite_d_transition.transition` per case and
-  d, against GD's success counts (``validation/investigations/results/convention_hunt.json``: 8 trials per δ,
-  6 at d = 2000, 1000 GD steps for GeLU; finding (k) of ``docs/findings.md`` for
-  ``min(z², 3)``). GD's δ_50 here is the same probit fit as the theory's (not the linear
-  interpolation of ``convention_hunt.md``), so both carry a standard error.
+  d, against GD's success counts (``validation/results/gd_transition_counts.json``, from
+  ``python -m validation.gd_transition_counts``). GD's δ_50 here is the same probit fit as the
+  theory's, so both carry a standard error.
 
-Run: ``python validation/transition_vs_simulation.py [--only NAME] [--ds D,...] [--draws K] [--report]``
+Run: ``python -m validation.transition_vs_simulation [--only NAME] [--ds D,...] [--draws K] [--report]``
 (one process, one BLAS thread). Finished curves are cached in the JSON and skipped: the 63
 curves stored now took 24 CPU-hours in all (the ``seconds`` of each; 6.8 h at d = 500, 4.0 h
 at 1000, 5.6 h at 2000, 1.9 h at 3000, 5.1 h at 4000), so a run from scratch is a day on
@@ -25,8 +24,6 @@ one core; ``--only`` and ``--ds`` select what to recompute.
 
 from __future__ import annotations
 
-import argparse
-import importlib.util
 import json
 import math
 import time
@@ -41,18 +38,18 @@ from dmftsolve.dynamics.dmft import solve_dmft
 from dmftsolve.dynamics.hard_overlap import HardOverlapSettings, hard_overlap_law
 from dmftsolve.results import jsonable
 from dmftsolve.thresholds.finite_d_transition import TransitionSettings, probit_fit, transition
+from validation import gd_transition_counts as _GTC  # the GD counts' own first-passage counting
+from validation import script_parser
 
 OUT = Path(__file__).resolve().parent / "results"
 JSON = OUT / "transition_vs_simulation.json"
 GD_VAR = OUT / "transition_gd_var.json"
 VAR_TIMES = (5, 10, 20, 40, 60)
 
-#: name -> target, activation, η, theory steps T, GD steps of the convention-hunt runs, their
-#: variant, and the δ grid per d of each theory construction
+#: name -> target, activation, η, theory steps T and the δ grid per d of each theory construction
 #: (``finite_n``: the 16-draw curves of the previous construction, kept for comparison).
 CASES: dict[str, dict[str, Any]] = {
-    "gelu_z2m1": {"target": "z**2 - 1", "activation": "gelu", "eta": 0.5, "T": 400, "gd_T": 1000,
-                  "variant": "V4",
+    "gelu_z2m1": {"target": "z**2 - 1", "activation": "gelu", "eta": 0.5, "T": 400,
                   "grid": {"forced": {500: (5, 5.5, 6, 6.5, 7, 7.5), 1000: (6, 6.5, 7, 7.5, 8),
                                       2000: (6, 6.5, 7, 7.5, 8), 3000: (6, 6.5, 7, 7.5, 8),
                                       4000: (6, 6.5, 7, 7.5, 8),
@@ -62,25 +59,21 @@ CASES: dict[str, dict[str, Any]] = {
                            "finite_n": {d: (5.5, 6, 6.5, 7, 7.5, 8.5) for d in (500, 1000, 2000)},
                            "quenched": {1000: (6, 6.5, 7, 7.5, 8)},
                            "initial": {1000: (6, 7, 8, 9, 10)}}},
-    "gelu_z2": {"target": "z**2", "activation": "gelu", "eta": 0.5, "T": 400, "gd_T": 1000,
-                "variant": "V0",
+    "gelu_z2": {"target": "z**2", "activation": "gelu", "eta": 0.5, "T": 400,
                 "grid": {"forced": {500: (8, 9, 10, 11, 12, 13), 1000: (8, 9, 10, 11, 12, 13),
                                     2000: (9, 10, 11, 12, 13, 14),
                                     3000: (9.5, 10.5, 11.5, 12.5, 13.5, 14.5),
                                     4000: (9.5, 10.5, 11.5, 12.5, 13.5, 14.5)},
                          "finite_n": {d: (7, 8.5, 10, 11.5, 13) for d in (500, 1000)}}},
-    "gelu_min3": {"target": "Min(z**2, 3)", "activation": "gelu", "eta": 0.5, "T": 400, "gd_T": 400,
-                  "variant": None,
+    "gelu_min3": {"target": "Min(z**2, 3)", "activation": "gelu", "eta": 0.5, "T": 400,
                   "grid": {"forced": {500: (8, 9, 10, 11, 12), 1000: (8, 9, 10, 11, 12),
                                       2000: (9, 10, 11, 12, 13), 4000: (9.5, 10.5, 11.5, 12.5, 13.5)},
                            "finite_n": {1000: (7, 8.5, 10, 11.5, 13)}}},
-    "quad_z2": {"target": "z**2", "activation": "quad", "eta": 0.1, "T": 600, "gd_T": 2000,
-                "variant": "Q0",
+    "quad_z2": {"target": "z**2", "activation": "quad", "eta": 0.1, "T": 600,
                 "grid": {"forced": {500: (4, 5, 6, 7, 8), 1000: (4, 5, 6, 7, 8), 2000: (5, 6, 7, 8),
                                     3000: (5, 6, 7, 8), 4000: (5, 6, 7, 8)},
                          "finite_n": {500: (3, 4, 5, 6, 8)}}},
-    "quad_z2m1": {"target": "z**2 - 1", "activation": "quad", "eta": 0.1, "T": 600, "gd_T": 2000,
-                  "variant": "Q4",
+    "quad_z2m1": {"target": "z**2 - 1", "activation": "quad", "eta": 0.1, "T": 600,
                   "grid": {"forced": {500: (3, 3.6, 4.2, 5, 6), 1000: (3, 3.6, 4.2, 5, 6),
                                       2000: (3.6, 4.2, 5, 6), 3000: (3.6, 4.2, 4.6, 5),
                                       4000: (3.6, 4.2, 4.6, 5)},
@@ -88,10 +81,6 @@ CASES: dict[str, dict[str, Any]] = {
 }
 CONSTRUCTIONS = ("forced", "quenched", "finite_n", "initial")
 GD_COUNTS = OUT / "gd_transition_counts.json"
-_spec = importlib.util.spec_from_file_location("gd_transition_counts",
-                                               Path(__file__).resolve().parent / "gd_transition_counts.py")
-_GTC = importlib.util.module_from_spec(_spec)  # the GD counts' own first-passage counting
-_spec.loader.exec_module(_GTC)
 #: finding (k), docs/findings.md: GeLU, y = min(z², 3), d = 1000, 400 steps, 8 trials
 GD_MIN3 = {1000: {"deltas": [8.0, 10.0, 13.0], "successes": [0, 6, 8], "trials": [8, 8, 8],
                    "source": "findings (k)"}}
@@ -139,8 +128,7 @@ def gd_counts(case: dict[str, Any], d: int) -> dict[str, Any] | None:
 
     From ``gd_transition_counts.json`` (``validation/gd_transition_counts.py``: ≥ 40 trials per
     δ, float32, cosine recorded every 5 steps, first passage above 1/2 by step T) when it has
-    the case and d; otherwise the older ``convention_hunt.json`` runs (8 trials per δ, cosine
-    every 10 steps, runs of 1000 / 2000 steps re-read by T) or finding (k) for ``min(z², 3)``.
+    the case and d; otherwise finding (k) for ``min(z², 3)`` at d = 1000, else ``None``.
     """
     name = next((k for k, v in CASES.items() if v is case), None)
     if GD_COUNTS.exists() and name is not None:
@@ -150,19 +138,7 @@ def gd_counts(case: dict[str, Any], d: int) -> dict[str, Any] | None:
             return {"deltas": [r["delta"] for r in rows], "successes": [r["successes"] for r in rows],
                     "trials": [r["trials"] for r in rows], "by_step": case["T"],
                     "source": "gd_transition_counts.json"}
-    if case["variant"] is None:
-        return GD_MIN3.get(d)
-    ch = json.loads((OUT.parent / "investigations" / "results" / "convention_hunt.json").read_text())
-    sw = ch["sweeps"].get(f"{case['variant']}|{d}")
-    if sw is None:
-        return None
-    row = sw["rows"][case["variant"]]
-    T = case["T"]
-    by_T = [sum(1 for e in r["escape_steps"] if e is not None and e <= T) for r in row["per_delta"]]
-    return {"deltas": sw["deltas"], "successes": by_T,
-            "successes_final": [r["successes"] for r in row["per_delta"]],
-            "trials": [r["trials"] for r in row["per_delta"]], "by_step": T, "run_steps": row["at_step"],
-            "source": "convention_hunt.json"}
+    return GD_MIN3.get(d) if name == "gelu_min3" else None
 
 
 _FITS: dict[tuple[Any, ...], tuple[float, float, float]] = {}
@@ -277,7 +253,7 @@ def run_curve(res: dict[str, Any], key: str, name: str, case: dict[str, Any], p:
         "case": name, "d": d, "construction": cons, "n_paths": n_paths, "paths_per_sample": pps,
         "force_weights": force_weights, "seed": seed, "workers": workers, "target": case["target"],
         "activation": case["activation"],
-        "eta": case["eta"], "T": case["T"], "gd_T": case["gd_T"], "deltas": c.deltas, "p": c.p,
+        "eta": case["eta"], "T": case["T"], "deltas": c.deltas, "p": c.p,
         "p_err": c.p_err, "successes": c.successes, "draws": c.draws, "delta_50": c.delta_50,
         "delta_50_err": c.delta_50_err, "width": c.width, "status": c.status.value,
         "escape_steps": [pt.escape_step for pt in c.points],
@@ -427,7 +403,7 @@ def report(res: dict[str, Any]) -> None:
         gd, fit = gd_fit(CASES[c["case"]], int(c["d"]))
         c["gd"], c["gd_delta_50"], c["gd_delta_50_err"], c["gd_width"] = gd, fit[0], fit[1], fit[2]
     L = ["# Finite-d transition: theory vs GD", "",
-         "Generated by `python validation/transition_vs_simulation.py` (`--report` rebuilds this "
+         "Generated by `python -m validation.transition_vs_simulation` (`--report` rebuilds this "
          "page from the JSON). Theory: `dmftsolve.thresholds.finite_d_transition.transition`, one "
          "unrestricted DMFT per draw started at `M_0 = m_0/√d` (`m_0` stratified over `N(0, 1)`), "
          "success = cosine first above 1/2 by step T; constructions (`TransitionSettings.construction`): "
@@ -438,10 +414,10 @@ def report(res: dict[str, Any]) -> None:
          "over n quenched label samples, kernels over 2 copies of them), **finite_n** (N = n unpaired "
          "paths), **initial** (no finite-n sources). δ_50 of theory and GD: the same probit "
          "maximum-likelihood fit (`probit_fit`), ± bootstrap standard error. GD counts: "
-         "`gd_transition_counts.json` (`validation/gd_transition_counts.py`, ≥ 40 trials per δ, "
-         "float32) where it has the case and d, else `convention_hunt.json` (8 trials per δ, 6 at "
-         "d = 2000) or finding (k) for `min(z², 3)`; a run succeeds when its cosine first exceeds 1/2 "
-         "at a recorded step ≤ T, the theory's criterion. The `source` column says which.", ""]
+         "`gd_transition_counts.json` (`python -m validation.gd_transition_counts`, ≥ 40 trials per "
+         "δ, float32) where it has the case and d, else finding (k) for `min(z², 3)`; a run "
+         "succeeds when its cosine first exceeds 1/2 at a recorded step ≤ T, the theory's "
+         "criterion. The `source` column says which.", ""]
     if "curves" in res:
         L += ["## δ_50", "",
               "| case | d | construction | T | theory δ_50 (width) | GD δ_50 (width) | GD source | diff | "
@@ -672,7 +648,7 @@ def plot_front(res: dict[str, Any]) -> None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = script_parser(__spec__, __doc__)
     ap.add_argument("--only", default=None, help="run only this curve case (a key of CASES)")
     ap.add_argument("--draws", type=int, default=16, help="theory draws per δ (default 16)")
     ap.add_argument("--ds", default="", help="comma-separated input dimensions to run (default: all)")

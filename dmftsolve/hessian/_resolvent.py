@@ -484,7 +484,7 @@ def left_edge_march(law: WeightLaw, *, xtol: float, tol: float, maxiter: int,
     to the top of the support. One extreme sample can make that cap larger than the whole
     bulk: on m = 1 laws with one large sample the march stepped over the bulk and stopped at
     the far sample's fold, and on r² plug-in laws at m = 2 it stepped over islands of a few
-    extreme samples (``tests/test_outliers.py``). Each further pass re-marches from the start
+    extreme samples (``tests/test_outlier_equation.py``). Each further pass re-marches from the start
     towards the fold found last, with steps of at most 1/``verify_steps`` of that distance and
     1/8 of the distance left, down to 10⁻⁴ of that distance from it, and moves the edge to any fold
     it meets first. Passes stop when one meets no fold, when the fold it meets is less than

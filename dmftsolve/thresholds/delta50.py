@@ -155,7 +155,7 @@ def posterior_sd(deltas: np.ndarray, successes: np.ndarray, trials: np.ndarray) 
     Integrating over the width is what makes it honest where the bootstrap is not: with few
     trials the fitted width is often too small, and a bootstrap around that fit (or a search
     stopped when its error happens to be small) reports too little
-    (``validation/investigations/search_calibration.py``).
+    (``search_calibration`` in ``docs/investigations.md``).
 
     Parameters
     ----------
@@ -294,8 +294,8 @@ def _next_deltas(counts: dict[float, list[int]], fit: tuple[float, float, float]
         # crossed (noise): more trials at the two crossed points, whose rates then move to the
         # curve's. (A point between them, as before 0.6.0, could end up at a rate between 1/4
         # and 3/4 and leave the crossing as it was: the search then spent every further batch
-        # there, 2 of 80 searches against a known curve, validation/investigations/
-        # search_calibration.py, ran to their cap of 4000 trials at one δ.)
+        # there, 2 of 80 searches against a known curve, search_calibration in
+        # docs/investigations.md, ran to their cap of 4000 trials at one δ.)
         return sorted({max(lo), min(hi)})
     assert fit is not None
     mu, _, w = fit
@@ -367,7 +367,7 @@ def search_delta_50(run_batch: Callable[[float, int], tuple[int, int]], *, start
     the location and the width. It stops with a reason when a point at an end of
     :data:`DELTA_RANGE` is still all failures (or all successes).
 
-    Calibration (``validation/investigations/search_calibration.py``, 80 searches against
+    Calibration (``search_calibration`` in ``docs/investigations.md``, 80 searches against
     known probit curves, batches of 8, tol 0.15): with the bootstrap's error the
     root-mean-square error of δ_50 was 1.05×, 1.35× and 1.22× the mean reported error on
     curves of width 0.6, 0.8 and 2.4, as stopping once that error happens to be small biases

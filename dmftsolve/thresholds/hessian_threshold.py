@@ -826,7 +826,7 @@ def delta_nn(
     --------
     A small search at initialisation (``t = 0``) for the r² neuron on
     ``min(z², 3)``, two DMFT seeds of 2000 paths (the exact value is 1.6696,
-    ``tests/test_thresholds.py``; the example's Monte Carlo error is large):
+    ``tests/test_hessian_threshold.py``; the example's Monte Carlo error is large):
 
     >>> from dmftsolve import Problem, ThresholdSettings, delta_nn
     >>> p = Problem.build(target="Min(z**2, 3)", activation="quad", eta=0.05)

@@ -32,6 +32,7 @@ import time
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Executor, ProcessPoolExecutor
+from importlib.machinery import ModuleSpec
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +40,7 @@ import numpy as np
 
 from dmftsolve.cli._common import positive_int
 from dmftsolve.results import jsonable
+from validation import script_parser
 
 __all__ = [
     "DEFAULT_OUT",
@@ -85,14 +87,14 @@ def int_list(text: str) -> list[int]:
     return vals
 
 
-def base_parser(description: str) -> argparse.ArgumentParser:
-    """An argument parser with the options every figure script takes.
+def base_parser(spec: ModuleSpec | None, description: str) -> argparse.ArgumentParser:
+    """An argument parser with the options every figure script takes (``spec``: the script's
+    ``__spec__``, which names the command in the usage line).
 
     ``--trials``, ``--ds`` and ``--deltas`` default to None: each script fills in its own
     full-size (or ``--quick``) values.
     """
-    p = argparse.ArgumentParser(description=description,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = script_parser(spec, description)
     p.add_argument("--quick", action="store_true",
                    help="tiny configuration (seconds; used by tests/test_figures.py)")
     p.add_argument("--trials", type=positive_int("--trials"), default=None, help="GD trials per point")
@@ -252,16 +254,20 @@ def make_executor(workers: int, dask_address: str | None = None) -> Iterator[Exe
 
 
 def command_line(argv: Sequence[str] | None = None) -> str:
-    """The command that computes this script's output (``python validation/figures/x.py args``).
+    """The command that computes this script's output (``python -m validation.figures.x args``;
+    ``argv[0]`` is the script's path, as ``python -m`` sets it).
 
     ``--replot`` is left out of the command (it redraws the same numbers) and noted after it.
     """
     argv = list(sys.argv if argv is None else argv)
     script = Path(argv[0])
+    run = ["python", shlex.quote(str(script))]
     with contextlib.suppress(ValueError):
-        script = script.resolve().relative_to(Path(__file__).resolve().parents[2])
+        rel = script.resolve().relative_to(Path(__file__).resolve().parents[2])
+        if rel.suffix == ".py":
+            run = ["python", "-m", ".".join(rel.with_suffix("").parts)]
     args = [a for a in argv[1:] if a != "--replot"]
-    cmd = " ".join(["python", shlex.quote(str(script)), *map(shlex.quote, args)])
+    cmd = " ".join([*run, *map(shlex.quote, args)])
     return cmd + ("   (redrawn from the cache with --replot)" if len(args) < len(argv) - 1 else "")
 
 

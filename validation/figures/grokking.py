@@ -7,7 +7,7 @@ Convention (``--convention``, default ``centred_bias``)
   ``(y − f)²/2``, η = 0.5, ``w⁰ ~ N(0, I/d)``. This is the only convention found under which
   the losses plateau at the paper's ≈ 0.6: ``docs/findings.md`` §3.2 (the population optimum
   of the aligned neuron is 0.597; GD at d = 5000 gave train / test 0.603 / 0.588 in
-  ``validation/investigations/convention_hunt.py``'s variant V5b).
+  ``convention_hunt``'s variant V5b, ``docs/investigations.md``).
 * ``centred``: ``y = z² − 1``, no bias (plateau 0.791 / 0.789 there).
 * ``plain``: ``y = z²``, no bias (plateau 0.872 / 0.856 there).
 
@@ -37,7 +37,7 @@ Full size (run: 11.6 min wall, 1.8 GB peak on the shared 2-core machine, the GD 
 GD escape at step 10, predicted 16, plateau train/test 0.595/0.610; cached in
 ``validation/results/figures/cache/grokking/``)::
 
-    python validation/figures/grokking.py
+    python -m validation.figures.grokking
 
 (defaults: convention ``centred_bias``, one run, d = 5000, δ = 17.5, η = 0.5, 1500 GD steps
 recorded every 5, seed 0; theory 300 steps, 2·10⁴ paths.) d = 5000, n = 87 500 (X in float32:
@@ -52,14 +52,12 @@ from __future__ import annotations
 import math
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from common import (  # noqa: E402
+from dmftsolve import Problem
+from validation.figures.common import (
     CacheMiss,
     PointCache,
     base_parser,
@@ -68,8 +66,6 @@ from common import (  # noqa: E402
     make_executor,
     write_outputs,
 )
-
-from dmftsolve import Problem  # noqa: E402
 
 NAME = "grokking"
 SUCCESS = 0.5
@@ -193,7 +189,7 @@ def plot(data: dict[str, Any], settings: dict[str, Any]) -> Any:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = base_parser(__doc__.split("\n\n")[0])
+    p = base_parser(__spec__, __doc__.split("\n\n")[0])
     p.add_argument("--convention", choices=list(CONVENTIONS), default="centred_bias")
     p.add_argument("--steps", type=int, default=None, help="GD steps")
     p.add_argument("--record-every", type=int, default=None)

@@ -38,7 +38,7 @@ Run
 Full size (run: 1.5 min wall on the shared machine; cached in
 ``validation/results/figures/cache/hessian_spectra/``)::
 
-    python validation/figures/hessian_spectra.py --ds 2000 --trials 2
+    python -m validation.figures.hessian_spectra --ds 2000 --trials 2
 
 (the simulator: 50 GD steps and 4 dense 2000 × 2000 eigendecompositions per run, ≈ 1 min per
 run on one core; the DMFT with 6·10⁴ paths and 50 steps ≈ 1 min.) ``--quick`` (the test):
@@ -49,14 +49,12 @@ from __future__ import annotations
 
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from common import (  # noqa: E402
+from dmftsolve import Problem
+from validation.figures.common import (
     CacheMiss,
     PointCache,
     base_parser,
@@ -65,8 +63,6 @@ from common import (  # noqa: E402
     make_executor,
     write_outputs,
 )
-
-from dmftsolve import Problem  # noqa: E402
 
 NAME = "hessian_spectra"
 DEFAULT_TARGET = "Min(z**2, 3)"
@@ -174,7 +170,7 @@ def plot(data: dict[str, Any], settings: dict[str, Any]) -> Any:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = base_parser(__doc__.split("\n\n")[0])
+    p = base_parser(__spec__, __doc__.split("\n\n")[0])
     p.add_argument("--target", default=DEFAULT_TARGET)
     p.add_argument("--activation", default=DEFAULT_ACTIVATION)
     p.add_argument("--law-bounds", choices=("auto", "bounded-below"), default=None,

@@ -71,7 +71,7 @@ Run
 ---
 Full size (not run with this default δ list; the run of 2026-12-02 is below)::
 
-    python validation/figures/spectral_init.py --trials 20 --workers 2
+    python -m validation.figures.spectral_init --trials 20 --workers 2
 
 (defaults: GeLU, η = 0.5, 1000 GD steps, on ``z² − 1`` and on ``z²`` (``--cases``; the r²
 cases use η = 0.1, 2000 steps), d = 1000 and 2000, δ = 1, 2, …, 8, 20 trials per point,
@@ -83,7 +83,7 @@ d = 2000: the full default ≈ 2 CPU-hours (an earlier estimate from ``success_c
 runs at larger δ said 8). The theory, one warm-start DMFT of 1000 steps with 2·10⁴ paths per
 δ, takes about 1 min (57–58 s measured with both other cores busy; 200 steps took 2 s). Run so far::
 
-    python validation/figures/spectral_init.py --cases gelu_z2m1,gelu_z2 --ds 1000,2000 \
+    python -m validation.figures.spectral_init --cases gelu_z2m1,gelu_z2 --ds 1000,2000 \
         --deltas 0.75,1,1.5,2,2.5,3,4,5,7,9 --trials 20 --workers 1
 
 (d = 1000: 30 min; d = 2000: 104 min on one core with the other busy, 2026-12-02.)
@@ -96,16 +96,14 @@ from __future__ import annotations
 import math
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 from scipy.optimize import brentq
 from scipy.special import erfcx
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from common import (  # noqa: E402
+from dmftsolve import Problem
+from validation.figures.common import (
     CacheMiss,
     PointCache,
     base_parser,
@@ -114,8 +112,6 @@ from common import (  # noqa: E402
     make_executor,
     write_outputs,
 )
-
-from dmftsolve import Problem  # noqa: E402
 
 NAME = "spectral_init"
 SUCCESS = 0.5
@@ -399,7 +395,7 @@ def plot(data: dict[str, Any], settings: dict[str, Any]) -> Any:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = base_parser(__doc__.split("\n\n")[0])
+    p = base_parser(__spec__, __doc__.split("\n\n")[0])
     p.add_argument("--cases", default=None, help=f"comma-separated subset of {', '.join(CASES)}")
     p.add_argument("--preprocessing", choices=("lal", "mm"), default="lal",
                    help="T*(y) = 1 − 1/E[z²|y] (lal, default) or (E[z²|y] − 1)/(E[z²|y] + √δ − 1) (mm)")

@@ -43,13 +43,13 @@ Full size (not run yet; estimate from the measured ≈ 3 s per GD run of 1000 st
 d = 1000, δ ≈ 7 on one idle core, scaling like d²·δ·steps; on the loaded machine the one
 d = 1000 run below took 13.6 s per GD run)::
 
-    python validation/figures/success_curves.py --trials 40 --workers 2
+    python -m validation.figures.success_curves --trials 40 --workers 2
 
 ≈ 40 trials × (8 δ) × [1 + 4 + 9 + 16] (d = 1000…4000, relative cost) × 3 s × 4 cases
 × (1 GeLU, 2·0.6 r² steps·δ factor) ≈ 3·10⁵ s ≈ 80 CPU-hours, plus the theory
 (≈ 5 s per draw at d = 1000, T = 400, growing ∝ d: 16 draws × 8 δ × 4 d × 4 cases ≈ 8
 CPU-hours). On a cluster: ``--dask tcp://scheduler:8786``. A single case at d = 1000:
-``python validation/figures/success_curves.py --cases gelu_z2m1 --ds 1000 --trials 20
+``python -m validation.figures.success_curves --cases gelu_z2m1 --ds 1000 --trials 20
 --deltas 5,6,6.5,7,8`` (measured cost in ``validation/results/figures/success_curves.json``,
 ``diagnostics.gd_seconds_per_run``).
 
@@ -83,9 +83,9 @@ from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from common import (  # noqa: E402
+from dmftsolve import Problem
+from dmftsolve.thresholds.finite_d_transition import TransitionSettings, default_kernel_paths
+from validation.figures.common import (
     CacheMiss,
     PointCache,
     base_parser,
@@ -94,9 +94,6 @@ from common import (  # noqa: E402
     make_executor,
     write_outputs,
 )
-
-from dmftsolve import Problem  # noqa: E402
-from dmftsolve.thresholds.finite_d_transition import TransitionSettings, default_kernel_paths  # noqa: E402
 
 NAME = "success_curves"
 
@@ -172,7 +169,7 @@ def gd_probit(pts: list[dict[str, Any]]) -> dict[str, Any]:
 #: default recomputes the theory curve instead of redrawing a stale one). The cases are single
 #: neurons, so ``n_paths`` is the width-1 default. The float32 path history of 0.3.0 is left out
 #: of the key: on 192 paired draws it gave the float64 outcome in 191
-#: (``validation/investigations/path_precision.py``), so the cached curves stand.
+#: (``path_precision`` in ``docs/investigations.md``), so the cached curves stand.
 _WIDTH1 = TransitionSettings(n_paths=default_kernel_paths(1))
 THEORY_DEFAULTS = {k: v for k, v in dataclasses.asdict(_WIDTH1).items()
                    if k in ("construction", "n_paths", "paths_per_sample", "force_weights")}
@@ -344,7 +341,7 @@ def redraw_from_json(out: Path) -> int:
 
 # --------------------------------------------------------------------------- main
 def main(argv: list[str] | None = None) -> int:
-    p = base_parser(__doc__.split("\n\n")[0])
+    p = base_parser(__spec__, __doc__.split("\n\n")[0])
     p.add_argument("--cases", default=None,
                    help=f"comma-separated subset of {', '.join(CASES)} (default: all)")
     p.add_argument("--theory-draws", type=int, default=None, help="DMFT draws per δ of the theory")

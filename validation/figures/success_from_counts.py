@@ -31,7 +31,7 @@ Run
 ---
 ::
 
-    python validation/figures/success_from_counts.py
+    python -m validation.figures.success_from_counts
 
 writes ``validation/results/figures/success_from_counts.{png,json}`` in seconds (plus the
 δ_NN computations the first time). ``--cases`` selects panels (default: GeLU and r², each on
@@ -41,8 +41,6 @@ other JSON files (the test uses them).
 
 from __future__ import annotations
 
-import argparse
-import importlib.util
 import json
 import sys
 from pathlib import Path
@@ -50,9 +48,8 @@ from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from common import DEFAULT_OUT, PointCache, caption_text, command_line, write_outputs  # noqa: E402
+from validation import script_parser
+from validation.figures.common import DEFAULT_OUT, PointCache, caption_text, command_line, write_outputs
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "validation" / "results"
@@ -60,13 +57,6 @@ NAME = "success_from_counts"
 DEFAULT_CASES = ["gelu_z2m1", "gelu_z2", "quad_z2m1", "quad_z2"]
 SUCCESS = 0.5
 NN = {"nn_paths": 10_000, "nn_replicates": 3, "seed": 0}
-
-
-def _load(path: Path, name: str) -> Any:
-    spec = importlib.util.spec_from_file_location(name, path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def gd_points(run: dict[str, Any], gtc: Any) -> tuple[list[dict[str, Any]], dict[str, Any]]:
@@ -197,7 +187,7 @@ def plot(data: dict[str, Any]) -> Any:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = script_parser(__spec__, __doc__)
     p.add_argument("--cases", default=",".join(DEFAULT_CASES),
                    help="comma-separated panels, of gelu_z2m1, gelu_z2, gelu_min3, quad_z2m1, quad_z2")
     p.add_argument("--counts", type=Path, default=RESULTS / "gd_transition_counts.json",
@@ -207,8 +197,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"output directory (default {DEFAULT_OUT})")
     p.add_argument("--no-nn", action="store_true", help="do not draw (or compute) δ_NN(t·η = 1)")
     args = p.parse_args(argv)
-    tvs = _load(ROOT / "validation" / "transition_vs_simulation.py", "transition_vs_simulation")
-    gtc = _load(ROOT / "validation" / "gd_transition_counts.py", "gd_transition_counts")
+    from validation import gd_transition_counts as gtc
+    from validation import transition_vs_simulation as tvs
     cases = [c.strip() for c in args.cases.split(",") if c.strip()]
     bad = [c for c in cases if c not in tvs.CASES]
     if not cases or bad:
@@ -227,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
     tvs.migrate(theory)
     nn: dict[str, Any] = {}
     if not args.no_nn:
-        sc = _load(Path(__file__).resolve().parent / "success_curves.py", "success_curves")
+        from validation.figures import success_curves as sc
         cache = PointCache(args.out, sc.NAME)
         for name in cases:
             case = {**sc.CASES.get(name, {}), "target": tvs.CASES[name]["target"],

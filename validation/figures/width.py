@@ -11,19 +11,19 @@ the defaults of ``dmftsolve transition`` (``<case>_defaults``, 0.7.1) where that
 and 3), else the case's own search (m = 4, earlier versions). A point that was not run is left
 out; the table under the figure in ``docs/results.md`` lists the same numbers.
 
-Run: ``python validation/figures/width.py [--out validation/results/figures/width.png]``.
+Run: ``python -m validation.figures.width [--out validation/results/figures/width.png]``.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
-import sys
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from validation import script_parser
 
 ROOT = Path(__file__).resolve().parents[1]
 JSON = ROOT / "results" / "width_transition.json"
@@ -46,8 +46,7 @@ def points(data: dict[str, Any], cases: dict[int, str], side: str,
     """``(m, δ_50, error, clean)`` for m = 1–4 where ``side`` ("gd" or "theory") was run (m = 1
     of the GeLU series from :data:`REFERENCE` when the search did not run it); ``clean`` is
     False for a search with failed DMFT draws or diverged GD trials."""
-    sys.path.insert(0, str(ROOT))
-    from width_transition import _refit  # the one error model of the report
+    from validation.width_transition import _refit  # the one error model of the report
 
     out = []
     for m, case in sorted(cases.items()):
@@ -96,7 +95,7 @@ def draw(data: dict[str, Any], out: Path) -> Path:
 
 
 def main(argv: list[str] | None = None) -> Path:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = script_parser(__spec__, __doc__)
     ap.add_argument("--json", type=Path, default=JSON)
     ap.add_argument("--out", type=Path, default=OUT)
     a = ap.parse_args(argv)

@@ -1,4 +1,5 @@
-"""δ_NN: the threshold search, the restricted problem, and the TTI fixed point."""
+"""δ_NN (``dmftsolve.thresholds.hessian_threshold``): the threshold search, the restricted
+problem, and the TTI fixed point."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Outliers along hard directions: reference numbers, the overlap formula, random matrices."""
+"""Outliers along hard directions (``dmftsolve.hessian.outlier_equation``): reference numbers,
+the overlap formula, random matrices."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Sweeps over δ × trials through executors, and the ``dmftsolve simulate`` command."""
+"""Sweeps over δ × trials (``dmftsolve.simulation.sweeps``) through executors, and the
+``dmftsolve simulate`` command."""
 
 from __future__ import annotations
 

@@ -121,17 +121,30 @@ def test_constant_target_infinite():
     assert r.delta_alg == math.inf and not r.trivial and "≡ 0" in r.message
 
 
-@given(a=st.floats(0.2, 5.0), b=st.floats(-3.0, 3.0), neg=st.booleans())
-@example(a=1.0, b=0.0, neg=False)
-@example(a=2.5, b=-1.0, neg=True)
+#: a label scale as the user writes it: ``±m·10^e`` over the whole double range
+scales = st.builds(lambda m, e, neg: f"{'-' if neg else ''}{m!r}e{e}", st.floats(1.0, 9.99),
+                   st.integers(-300, 300), st.booleans())
+offsets = st.one_of(st.floats(-3.0, 3.0).map(repr),
+                    st.sampled_from(["1e300", "-1e300", "1e100", "1e16", "1e-300"]))
+
+
+@given(scale=st.one_of(scales, st.floats(0.2, 5.0).map(repr)), offset=offsets)
+@example(scale="1.0", offset="0.0")
+@example(scale="-2.5", offset="-1.0")
+@example(scale="1e-300", offset="1e300")  # the label is its offset in doubles
+@example(scale="-1e-300", offset="0.0")
+@example(scale="1e300", offset="-1e300")
+@example(scale="(1/2)**3000", offset="0.0")  # below the smallest double
+@example(scale="2**1000", offset="1e16")
 @settings(max_examples=5, deadline=None)
-def test_invariant_under_relabelling(a, b, neg):
-    """δ_alg depends only on the σ-algebra of y: y → ±a y + b leaves it unchanged."""
-    s = -a if neg else a
-    r = alg_threshold(f"{s!r}*z**2 + {b!r}")
-    assert r.delta_alg == pytest.approx(0.5, abs=1e-8)
-    r = alg_threshold(f"{s!r}*(z**2 + 0.5*eps) + {b!r}")
-    assert r.delta_alg == pytest.approx(REF_Z2_NOISE05, rel=1e-9)
+def test_invariant_under_relabelling(scale: str, offset: str) -> None:
+    """δ_alg depends only on the σ-algebra of y: ``y → a y + b`` leaves it unchanged for any
+    ``a ≠ 0`` and ``b`` the user can write, also where ``a y`` or ``b`` is beyond double
+    precision (references: the closed form 1/2 of ``z²`` and REF_Z2_NOISE05)."""
+    r = alg_threshold(f"{scale}*z**2 + {offset}")
+    assert r.ok and r.delta_alg == pytest.approx(0.5, abs=1e-8), r.message
+    r = alg_threshold(f"{scale}*(z**2 + 0.5*eps) + {offset}")
+    assert r.ok and r.delta_alg == pytest.approx(REF_Z2_NOISE05, rel=1e-9), r.message
 
 
 # --------------------------------------------------------------------------- additive noise
