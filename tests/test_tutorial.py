@@ -87,7 +87,8 @@ def blocks(text: str) -> list[Block]:
         if not before or before[-1].strip() != MARK:
             continue
         if info not in ("python", "bash"):
-            raise ValueError(f"{TUTORIAL.name}:{start}: a runnable block must be python or bash, not {info!r}")
+            raise ValueError(f"{TUTORIAL.name}:{start}: a runnable block must be python or bash, "
+                             f"not {info!r}")
         expected = None
         if n + 1 < len(fences):
             nstart, ninfo, nbody, _ = fences[n + 1]

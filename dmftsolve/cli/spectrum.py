@@ -54,7 +54,8 @@ DEFAULT_REPLICATES = 5
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = command_parser(subparsers, "spectrum", "Hessian bulk spectrum and outliers at step t, with errors",
                        DESCRIPTION, EXAMPLES, usage="--delta X [options]")
-    add_problem_arguments(p, steps=None, steps_help="the same as --t; if both are given, equal (default: --t)")
+    add_problem_arguments(p, steps=None,
+                          steps_help="the same as --t; if both are given, equal (default: --t)")
     g = p.add_argument_group("spectrum")
     g.add_argument("--delta", type=float, required=True, metavar="X", help="sample ratio n/d (required)")
     g.add_argument("--t", type=int_at_least("--t", 0), default=0, metavar="N", action=StoreGiven,
