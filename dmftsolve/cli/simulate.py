@@ -48,7 +48,7 @@ successes (final cosine with the target above --success-threshold; at any
 recorded step with --first-passage) and their rate with its error, percentiles
 of the final cosine and the final losses. With one delta also the mean
 trajectory, and with --hessian-at the extreme Hessian eigenvalues and their
-overlap with the hard directions.
+overlap with the hard directions. Without options: a GeLU neuron on z**2 - 1.
 """
 
 EXAMPLES = """\
