@@ -151,3 +151,31 @@ def test_steps_is_described_as_what_it_does(monkeypatch: pytest.MonkeyPatch) -> 
     assert "--steps T ignored" in th
     assert "--steps T the same as --t" in sp
     assert "not used" not in th + sp
+
+
+def _cli_md_sections() -> dict[str, str]:
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "cli.md").read_text(encoding="utf-8")
+    parts = re.split(r"^## ", text, flags=re.M)
+    return {p.split("\n", 1)[0].strip(): p for p in parts[1:]}
+
+
+@pytest.mark.parametrize("command", _commands())
+def test_docs_cli_explains_every_option(command: str) -> None:
+    """docs/cli.md has a section per command that names each of its options (the problem
+    options and the output options are explained once, under "Every command")."""
+    sections = _cli_md_sections()
+    assert command in sections, f"docs/cli.md has no section '## {command}'"
+    text = sections[command] + sections["Every command"]
+    p = _parser().command_parsers[command]  # type: ignore[attr-defined]
+    missing = []
+    for a in p._actions:
+        if isinstance(a, argparse._HelpAction):
+            continue
+        names = [o for o in a.option_strings if o.startswith("--")]
+        if isinstance(a, argparse.BooleanOptionalAction):
+            names.append("--[no-]" + names[0].removeprefix("--"))
+        if not any(re.search(re.escape(n) + r"(?![\w-])", text) for n in names):
+            missing.append(names[0])
+    assert not missing, f"docs/cli.md, {command}: options not explained: {missing}"
