@@ -280,8 +280,8 @@ def _available_cpus() -> int:
 def _cap_workers(args: argparse.Namespace) -> None:
     """Lower ``args.workers`` to the CPUs available, with a warning.
 
-    More worker processes than CPUs only add memory and start-up time (``--workers 1000``
-    used to fork 1000 processes for two runs); results do not depend on the count.
+    More worker processes than CPUs only add memory and start-up time; results do not
+    depend on the count.
     """
     requested = getattr(args, "workers", None)
     if not isinstance(requested, int) or isinstance(requested, bool):

@@ -107,10 +107,9 @@ def _load_sim(path: Path | None) -> dict[str, Any] | None:
 
 def _draw_seconds(problem: Any, n_paths: int, s: Any) -> float:
     """Rough time of one draw that does not escape (``T`` steps, one core): about 45 ns per
-    path and step at width 1 and 110 ns at width 2 with the float32, compact-history draws of
-    0.7.0 (``python benchmarks/bench_draw.py --compare compact``, T = 400: 0.36 s with 2·10⁴
-    paths, 3.55 s with 8·10⁴ at width 2), hence ``m^1.3``; the full history adds a term
-    growing like ``T²`` (0.61 s at width 1), float64 about 1.6×."""
+    path and step at width 1 and 110 ns at width 2 with float32, compact-history draws
+    (``python benchmarks/bench_draw.py --compare compact``, T = 400; docs/findings.md §7),
+    hence ``m^1.3``; the full history adds a term growing like ``T²``, float64 about 1.6×."""
     T, m = problem.training.steps, problem.m
     per = 4.5e-8 * n_paths * T * m**1.3
     if s.history == "full":
@@ -126,9 +125,9 @@ def _check_transition_cost(args: argparse.Namespace, problem: Any, s: Any) -> No
     A grid's largest δ is known; a search's is not. Where the kernel paths grow with
     ``n = δd`` (``--paths-per-sample``, the ``finite_n`` and ``quenched`` constructions) a
     search is checked at the δ it starts from (``--start``, default 6), not at the largest δ it
-    could reach (200): that refused the ``--paths-per-sample 2`` the command's own warning
-    suggests at d = 3000 (32.6 GiB for 2.4·10⁶ paths at δ = 200 with ``--paths-per-sample 4``).
-    A draw at a larger δ checks its own memory before it allocates (``solve_dmft``)."""
+    could reach (200), which would refuse the ``--paths-per-sample 2`` the command's own
+    warning suggests at large d. A draw at a larger δ checks its own memory before it
+    allocates (``solve_dmft``)."""
     from dmftsolve.cli._common import check_cost, dmft_cost
     from dmftsolve.thresholds.finite_d_transition import kernel_paths
 
