@@ -38,7 +38,7 @@ batches of --draws draws until the error of delta_50 is at most --tol; with
 EXAMPLES = """\
 dmftsolve transition
 dmftsolve transition --m 2 --start 3.5 --tol 0.3
-dmftsolve transition --delta 5,6,7 --draws 16 --sim counts.json --plot curve.png
+dmftsolve transition --delta 5,6,7 --draws 16 --sim counts.json
 """
 
 
