@@ -75,22 +75,38 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2)
 
 
+#: Help of ``--debug`` (every command takes it).
+_DEBUG_HELP = "on an error, the full traceback, not one line"
+
+
 def build_parser() -> argparse.ArgumentParser:
+    from dmftsolve.cli._common import HelpFormatter
+
     parser = _Parser(
         prog="dmftsolve",
+        usage="%(prog)s [--version] [--debug] COMMAND [options]",
         description=(
-            "Feature-learning thresholds for gradient descent on two-layer networks: "
-            "the discrete-time DMFT, the weak-recovery threshold δ_alg, and a finite-d "
-            "GD simulator that every theoretical number is checked against."
+            "Sample-size thresholds at which full-batch gradient descent on a two-layer\n"
+            "network learns a hidden direction: the discrete-time DMFT of GD, Hessian\n"
+            "spectra, the thresholds delta_NN and delta_alg, a finite-d GD simulator, and\n"
+            "GD's finite-d success curve. Every command prints tables, or one JSON object\n"
+            "with --json; 'dmftsolve COMMAND --help' lists its options."
         ),
-        epilog="Exit status: 0 success, 1 the computation failed, 2 bad input, 130 interrupted; "
-               "every failure prints one line on stderr (--debug: the full traceback).",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=(
+            "exit status: 0 success, 1 the computation failed, 2 bad input, 130 Ctrl-C,\n"
+            "143 SIGTERM; every failure is one line on stderr (--debug: the traceback).\n\n"
+            "examples:\n"
+            "  dmftsolve alg-threshold --target 'z1*z2'\n"
+            "  dmftsolve simulate --d 300 --delta 4,8 --trials 4\n"
+            "  dmftsolve transition --d 1000\n\n"
+            "reference: docs/cli.md; advice: docs/tips.md"
+        ),
+        formatter_class=HelpFormatter,
     )
-    parser.add_argument("--version", action="version", version=f"dmftsolve {__version__}")
-    parser.add_argument("--debug", action="store_true",
-                        help="on an error, show the full traceback instead of one line")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    parser.add_argument("--version", action="version", version=f"dmftsolve {__version__}",
+                        help="print the version and exit")
+    parser.add_argument("--debug", action="store_true", help=_DEBUG_HELP)
+    sub = parser.add_subparsers(title="commands", dest="command", metavar="COMMAND")
     for name in COMMANDS:
         try:
             module = importlib.import_module(f"dmftsolve.cli.{name}")
@@ -102,8 +118,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.commands = list(sub.choices)  # type: ignore[attr-defined]
     parser.command_parsers = dict(sub.choices)  # type: ignore[attr-defined]
     for p in sub.choices.values():
-        p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
-                       help="on an error, show the full traceback instead of one line")
+        p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=_DEBUG_HELP)
     return parser
 
 
@@ -265,8 +280,8 @@ def _available_cpus() -> int:
 def _cap_workers(args: argparse.Namespace) -> None:
     """Lower ``args.workers`` to the CPUs available, with a warning.
 
-    More worker processes than CPUs only add memory and start-up time (``--workers 1000``
-    used to fork 1000 processes for two runs); results do not depend on the count.
+    More worker processes than CPUs only add memory and start-up time; results do not
+    depend on the count.
     """
     requested = getattr(args, "workers", None)
     if not isinstance(requested, int) or isinstance(requested, bool):

@@ -41,6 +41,63 @@ class CommandError(Exception):
         self.code = code
 
 
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """The ``--help`` layout of every command: one line per option.
+
+    An option is shown as ``--name X`` (its metavar once, not after every alias) and an
+    on/off pair as ``--[no-]name``; the description and the examples are printed as
+    written. The text may use the terminal's width less one column (argparse keeps two).
+    """
+
+    def __init__(self, prog: str, indent_increment: int = 2, max_help_position: int = 27,
+                 width: int | None = None) -> None:
+        if width is None:
+            import shutil
+
+            width = shutil.get_terminal_size().columns - 1
+        super().__init__(prog, indent_increment, max_help_position, width)
+
+    def _format_action_invocation(self, action: argparse.Action) -> str:
+        if not action.option_strings:
+            return super()._format_action_invocation(action)
+        if isinstance(action, argparse.BooleanOptionalAction):
+            return "--[no-]" + action.option_strings[0].removeprefix("--")
+        names = ", ".join(action.option_strings)
+        if action.nargs == 0:
+            return names
+        metavar = self._format_args(action, self._get_default_metavar_for_optional(action))
+        return f"{names} {metavar}"
+
+
+def command_parser(subparsers: Any, name: str, summary: str, description: str,
+                   examples: str, usage: str = "[options]") -> argparse.ArgumentParser:
+    """The parser of ``dmftsolve <name>``: ``--help`` is the one-paragraph ``description``,
+    the options (one line each, with the default) and ``examples`` (one command a line);
+    ``summary`` is the command's line in ``dmftsolve --help``; the full reference is
+    docs/cli.md."""
+    return subparsers.add_parser(
+        name, prog=f"dmftsolve {name}", help=summary, description=description.strip(),
+        usage=f"%(prog)s {usage}", formatter_class=HelpFormatter,
+        epilog="examples:\n" + "\n".join("  " + line.strip() for line in examples.strip().splitlines())
+               + "\n\nreference: docs/cli.md; advice: docs/tips.md",
+    )
+
+
+class StoreGiven(argparse.Action):
+    """Store the value, like ``store``, and remember that the option was given
+    (:func:`given`): a command can then tell ``--steps 400`` from no ``--steps``."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        setattr(namespace, self.dest, values)
+        namespace.__dict__.setdefault("given_options", set()).add(self.dest)
+
+
+def given(args: argparse.Namespace, dest: str) -> bool:
+    """Whether the option with ``dest`` was on the command line (it must use :class:`StoreGiven`)."""
+    return dest in getattr(args, "given_options", set())
+
+
 def clip(value: Any, limit: int = ECHO_LIMIT) -> str:
     """``repr(value)`` for an error message, cut to ``limit`` characters with '…'."""
     text = repr(value)
@@ -87,10 +144,8 @@ def null_rtol(text: str) -> float:
     return v
 
 
-#: Help of ``--null-rtol`` (the ``dmft`` and ``threshold`` commands).
-NULL_RTOL_HELP = ("relative innovation variance below which the Stein responses drop an innovation "
-                  "(default: 1e-4 for stein, 1e-10 for pathwise); if a long run fails with 'the "
-                  "DMFT diverged', 1e-3 is the cure measured at width 2")
+#: Help of ``--null-rtol`` of ``dmft``.
+NULL_RTOL_HELP = "innovation variance cut-off (default: by --method)"
 
 
 def _numbers(text: str, cast: type, kind: str) -> list:
@@ -139,7 +194,7 @@ DEFAULT_ETA = 0.5
 DEFAULT_SEED = 0
 
 #: Help of ``--eta``.
-ETA_HELP = (f"GD step size (default: {DEFAULT_ETA:g}; "
+ETA_HELP = (f"step size (default: {DEFAULT_ETA:g}; "
             + ", ".join(f"{v:g} for --activation {k}" for k, v in ETA_BY_ACTIVATION.items()) + ")")
 
 
@@ -184,52 +239,57 @@ def default_eta(activation: str) -> float:
     return DEFAULT_ETA
 
 
-def add_problem_arguments(parser: argparse.ArgumentParser, **defaults: Any) -> None:
+def add_problem_arguments(parser: argparse.ArgumentParser, *, hide: tuple[str, ...] = (),
+                          steps_help: str | None = None, **defaults: Any) -> None:
     """Add the options that build a :class:`~dmftsolve.problem.Problem`.
 
     The defaults are :data:`PROBLEM_DEFAULTS`, with ``--eta`` by activation
     (:func:`default_eta`, resolved by :func:`problem_from_args`). ``defaults``
     overrides the default of any option (by its :meth:`Problem.build` keyword);
-    an ``eta`` given here holds for every activation.
+    an ``eta`` given here holds for every activation. ``hide`` lists the ``dest`` of
+    options left out of ``--help`` (still parsed, for a command that refuses them);
+    ``steps_help`` replaces the help of ``--steps``, which records whether it was
+    given (:func:`given`).
     """
     d = {**PROBLEM_DEFAULTS, "eta": None, **defaults}
     g = parser.add_argument_group("problem (target, network, loss, training)")
-    g.add_argument("--target", default=d["target"],
-                   help="link y = h(z, eps) as a sympy expression in z (k=1) or z1..zk, with eps "
-                        "standard Gaussian noise, e.g. 'z**2', 'abs(z)', 'z1*z2 + 0.5*eps' "
-                        "(default: %(default)s)")
-    g.add_argument("--k", type=positive_int("--k", MAX_K), default=None,
-                   help="latent dimension if larger than the largest index the target uses")
-    g.add_argument("--activation", default=d["activation"],
-                   help="gelu, quad (r**2), relu, tanh, erf, linear, or a sympy expression in r "
-                        "(default: %(default)s)")
-    g.add_argument("--m", type=positive_int("--m"), default=d["m"],
-                   help="hidden units (default: %(default)s)")
-    g.add_argument("--a", type=floats, default=None,
-                   help="second-layer weights, comma-separated (default: all ones)")
-    g.add_argument("--loss", default=d["loss"],
-                   help="square ((y-f)**2/2), logistic, or a sympy expression in y and f "
-                        "(default: %(default)s)")
-    g.add_argument("--eta", type=finite_float, default=d["eta"],
-                   help=ETA_HELP if d["eta"] is None else "GD step size (default: %(default)s)")
-    g.add_argument("--lam", type=finite_float, default=d["lam"],
-                   help="ridge penalty λ (default: %(default)s)")
-    g.add_argument("--steps", type=int, default=d["steps"], help="GD steps T (default: %(default)s)")
-    g.add_argument("--q0", type=finite_float, default=d["q0"],
-                   help="random init scale: W0 columns ~ N(0, q0/d I) (default: %(default)s)")
-    g.add_argument("--M0", type=_matrix, default=None,
-                   help="warm start overlaps Θ*ᵀW0 (k×m), rows separated by ';', e.g. '0.5'")
-    g.add_argument("--Q0", type=_matrix, default=None,
-                   help="warm start Gram of the part of W0 orthogonal to Θ* (m×m); default q0·I")
-    g.add_argument("--hold-zero", type=ints, default=[],
-                   help="0-based target directions whose overlap is held at zero (restricted GD)")
-    g.add_argument("--bias", action="store_true",
-                   help="train a per-unit bias b (f = Σ_j a_j σ(w_jᵀx + b_j), b0 = 0, no ridge on b)")
+
+    def add(*names: str, help: str, **kw: Any) -> None:  # noqa: A002 - argparse's keyword
+        dest = kw.get("dest") or names[0].lstrip("-").replace("-", "_")
+        g.add_argument(*names, help=argparse.SUPPRESS if dest in hide else help, **kw)
+
+    add("--target", default=d["target"], metavar="EXPR",
+        help="label y = h(z, eps) (default: %(default)s)")
+    add("--k", type=positive_int("--k", MAX_K), default=None, metavar="N",
+        help="latent dimension k (default: from the target)")
+    add("--activation", default=d["activation"], metavar="EXPR",
+        help="a name or an expression in r (default: %(default)s)")
+    add("--m", type=positive_int("--m"), default=d["m"], metavar="N",
+        help="hidden units, the width (default: %(default)s)")
+    add("--a", type=floats, default=None, metavar="LIST",
+        help="second-layer weights (default: all ones)")
+    add("--loss", default=d["loss"], metavar="EXPR",
+        help="square, logistic, or in y and f (default: %(default)s)")
+    add("--eta", type=finite_float, default=d["eta"], metavar="X",
+        help=ETA_HELP if d["eta"] is None else "step size (default: %(default)s)")
+    add("--lam", type=finite_float, default=d["lam"], metavar="X",
+        help="ridge penalty λ (default: %(default)s)")
+    add("--steps", type=int, default=d["steps"], metavar="T", action=StoreGiven,
+        help=steps_help or "GD steps T (default: %(default)s)")
+    add("--q0", type=finite_float, default=d["q0"], metavar="X",
+        help="start: W0 columns ~ N(0, q0/d I) (default: %(default)s)")
+    add("--M0", type=_matrix, default=None, metavar="ROWS",
+        help="warm start overlaps, rows split by ';' (default: none)")
+    add("--Q0", type=_matrix, default=None, metavar="ROWS",
+        help="warm start Gram off the target (default: q0·I)")
+    add("--hold-zero", type=ints, default=[], metavar="LIST",
+        help="0-based directions held at zero (default: none)")
+    add("--bias", action="store_true", help="train a bias per unit (b0 = 0, no ridge on b)")
 
 
 def add_seed_argument(group: Any, help_text: str = "random seed") -> None:
     """``--seed``, default :data:`DEFAULT_SEED` for every command."""
-    group.add_argument("--seed", type=int_at_least("--seed", 0), default=DEFAULT_SEED,
+    group.add_argument("--seed", type=int_at_least("--seed", 0), default=DEFAULT_SEED, metavar="N",
                        help=f"{help_text} (default: %(default)s)")
 
 
@@ -249,7 +309,7 @@ def problem_from_args(args: argparse.Namespace) -> Problem:
 
 def add_output_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true",
-                        help="print one JSON object on stdout instead of tables")
+                        help="one JSON object on stdout instead of tables")
 
 
 def emit(args: argparse.Namespace, payload: dict[str, Any], table: Callable[[], str]) -> None:
@@ -329,11 +389,10 @@ def check_output_path(path: str | None, option: str = "--plot") -> str | None:
     return str(p)
 
 
-def add_progress_argument(group: Any, help_extra: str = "") -> None:
+def add_progress_argument(group: Any) -> None:
     """``--progress/--no-progress``; default: on when stderr is a terminal and not ``--json``."""
     group.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
-                       help="progress on stderr (default: on when stderr is a terminal and "
-                            f"--json is not given){help_extra}")
+                       help="progress on stderr (default: on a terminal)")
 
 
 def want_progress(args: argparse.Namespace) -> bool:

@@ -12,55 +12,50 @@ from dmftsolve.cli._common import (
     add_output_arguments,
     add_progress_argument,
     add_seed_argument,
+    command_parser,
     emit,
     format_pm,
     format_table,
     want_progress,
 )
 
-_DESCRIPTION = (
-    "Compute δ_alg, the weak-recovery threshold of optimal first-order (spectral/AMP) methods: "
-    "with n = δ·d samples, no polynomial-time first-order method correlates with the hidden "
-    "directions when δ < δ_alg, and one does when δ > δ_alg. δ_alg = 0 when E[z|y] ≠ 0 "
-    "(a linear step already learns a 'trivial' direction) and ∞ when E[zzᵀ − I | y] ≡ 0 "
-    "(parity-like targets). k = 1: δ_alg = 1/E_y[(E[z²|y] − 1)²]; k > 1: 1/ρ(F) with "
-    "F(M) = E_y[G(y) M G(y)], G(y) = E[zzᵀ − I | y]."
-)
+_DESCRIPTION = """\
+Compute delta_alg, the weak-recovery threshold of optimal first-order
+(spectral/AMP) methods on the target y = h(z, eps): below delta = n/d =
+delta_alg none of them correlates with the hidden directions, above it one
+does. It is 0 when E[z|y] != 0 (a linear step learns a direction; for k >= 2
+the staged threshold of the others is printed too) and inf for parity-like
+targets.
+"""
+
+_EXAMPLES = """\
+dmftsolve alg-threshold
+dmftsolve alg-threshold --target 'z1*z2'
+dmftsolve alg-threshold --target 'z**2 + 0.5*eps' --json
+"""
 
 
 def register(subparsers: Any) -> None:
     """Add the ``alg-threshold`` command to ``subparsers``."""
-    p = subparsers.add_parser(  # --json prints delta_alg = null when it is infinite
-        "alg-threshold", help="weak-recovery threshold δ_alg of a target",
-        description=_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    p.add_argument("--target", default=PROBLEM_DEFAULTS["target"],
-                   help="link y = h(z, eps) as a sympy expression in z (k=1) or z1..zk, with eps "
-                        "standard Gaussian noise, e.g. 'z**2', 'abs(z)', 'sign(z1*z2)', "
-                        "'z**2 + 0.5*eps' (default: %(default)s)")
-    p.add_argument("--k", type=int, default=None,
-                   help="latent dimension if larger than the largest index the target uses")
-    p.add_argument("--rtol", type=float, default=1e-8,
-                   help="relative accuracy asked of the quadrature methods; the Monte Carlo "
-                        "('binned') method is accepted up to max(rtol, 1e-2) (default: %(default)s)")
-    p.add_argument("--method", default="auto",
+    p = command_parser(subparsers, "alg-threshold", "weak-recovery threshold δ_alg of a target",
+                       _DESCRIPTION, _EXAMPLES)  # --json prints delta_alg = null when it is infinite
+    p.add_argument("--target", default=PROBLEM_DEFAULTS["target"], metavar="EXPR",
+                   help="label y = h(z, eps) (default: %(default)s)")
+    p.add_argument("--k", type=int, default=None, metavar="N",
+                   help="latent dimension k (default: from the target)")
+    p.add_argument("--rtol", type=float, default=1e-8, metavar="X",
+                   help="relative accuracy asked (default: %(default)s)")
+    p.add_argument("--method", default="auto", metavar="NAME",
                    choices=("auto", "preimage", "fibred", "additive", "binned"),
-                   help="auto (default): 'preimage' (exact, noiseless k=1), 'fibred' (exact, "
-                        "noiseless k=2 monotone along z1 or z2 on every line, e.g. z1*z2), "
-                        "'additive' (exact, y = h0(z) + c*eps), otherwise 'binned' (quasi-Monte Carlo)")
+                   help="auto, preimage, fibred, additive, binned (default: auto)")
     p.add_argument("--max-pieces", type=int, default=None, metavar="N",
-                   help="most monotone pieces of the target the exact methods take on (default "
-                        "20: their time grows like the square of the count, about 0.06 s × N²); "
-                        "past it 'auto' uses 'binned' and 'preimage'/'fibred' are refused at once")
+                   help="most monotone pieces for exact methods (default: 20)")
     p.add_argument("--no-staged", dest="staged", action="store_false",
-                   help="when δ_alg = 0 with k >= 2 (some coordinates are learned by a linear step), "
-                        "do not compute the staged threshold of the remaining coordinates once the "
-                        "learned ones are known (dmftsolve.staged_alg_threshold; computed by default)")
+                   help="no staged threshold when delta_alg = 0")
     p.add_argument("--easy", default=None, metavar="NAMES",
-                   help="comma-separated coordinates (e.g. 'z1' or 'z1,z3') the staged threshold "
-                        "takes as known (default: those with E[z_j|y] ≠ 0)")
-    add_seed_argument(p, "random seed of the 'binned' method")
-    add_progress_argument(p, "; one line before the work starts")
+                   help="staged: coordinates known, e.g. z1 (default: by E[z|y])")
+    add_seed_argument(p, "seed of the binned method")
+    add_progress_argument(p)
     add_output_arguments(p)
     p.set_defaults(func=run)
 

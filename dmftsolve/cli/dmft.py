@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 
 import numpy as np
 
@@ -14,6 +15,7 @@ from dmftsolve.cli._common import (
     add_progress_argument,
     add_seed_argument,
     check_cost,
+    command_parser,
     dmft_cost,
     emit,
     finite_float,
@@ -26,18 +28,17 @@ from dmftsolve.cli._common import (
 
 DESCRIPTION = """\
 Solve the discrete-time DMFT of full-batch GD in the limit n, d -> infinity with
-n/d = delta: the kernels Q (Gram of the part of W orthogonal to the target),
-the responses Gamma and R, the overlaps M_t, and per step the train loss, test
-loss, gradient norm and cosine, with Monte Carlo standard errors.
+n/d = --delta: the kernels Q, Gamma and R, the overlaps M_t and, per step, the
+train and test loss, the gradient norm and the cosine with the target, each with
+its Monte Carlo standard error. The sample side is Monte Carlo over --paths
+paths; the parameter side is exact. The table shows every k-th step and the
+last (the header says which); --json gives every step and the kernels.
+"""
 
-The sample side is Monte Carlo over --paths paths; the parameter side is exact
-linear algebra. --method stein (default) estimates the responses by Gaussian
-integration by parts, O(N T^2); --method pathwise differentiates every path,
-O(N T^3) time and O(N T^2) memory, and gives less noisy Gamma/R kernels.
-
-Example:
-  dmftsolve dmft --target 'z**2' --activation gelu --eta 0.5 --steps 20 \\
-      --hold-zero 0 --delta 4 --paths 100000 --seed 0
+EXAMPLES = """\
+dmftsolve dmft --delta 4 --steps 20
+dmftsolve dmft --target 'z**2' --delta 4 --steps 20 --hold-zero 0 --paths 4000
+dmftsolve dmft --delta 4 --steps 100 --rows 20 --json > dmft.json
 """
 
 #: Default Monte Carlo paths: at the common 400 steps a run takes about 20 s on one core
@@ -46,30 +47,55 @@ DEFAULT_PATHS = 20_000
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser(
-        "dmft", help="discrete-time DMFT of GD (kernels, overlaps, losses)",
-        description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    p = command_parser(subparsers, "dmft", "discrete-time DMFT of GD (kernels, overlaps, losses)",
+                       DESCRIPTION, EXAMPLES, usage="--delta X [options]")
     add_problem_arguments(p)
     g = p.add_argument_group("solver")
-    g.add_argument("--delta", type=finite_float, required=True, help="sample ratio n/d")
-    g.add_argument("--paths", type=positive_int("--paths", 10**9), default=DEFAULT_PATHS,
-                   help="Monte Carlo paths of the sample process (default: %(default)s)")
-    add_seed_argument(g, "random seed of the Monte Carlo paths")
-    g.add_argument("--method", choices=("stein", "pathwise"), default="stein",
-                   help="response estimator (default: %(default)s)")
-    g.add_argument("--batches", type=positive_int("--batches", 10_000), default=20,
-                   help="batches / replicates for the error bars (default: %(default)s)")
-    g.add_argument("--errors", choices=("replicate", "batch"), default="replicate",
-                   help="replicate: honest errors from independent sub-solves (2x cost); batch: "
-                        "cheap batch means conditional on earlier kernels (default: %(default)s)")
-    g.add_argument("--no-antithetic", action="store_true", help="disable antithetic pairs")
-    g.add_argument("--null-rtol", type=null_rtol, default=None, help=NULL_RTOL_HELP)
-    g.add_argument("--rows", type=positive_int("--rows"), default=10,
-                   help="number of steps shown in the table (default: %(default)s)")
+    g.add_argument("--delta", type=finite_float, required=True, metavar="X",
+                   help="sample ratio n/d (required)")
+    g.add_argument("--paths", type=positive_int("--paths", 10**9), default=DEFAULT_PATHS, metavar="N",
+                   help="Monte Carlo paths (default: %(default)s)")
+    add_seed_argument(g, "seed of the paths")
+    g.add_argument("--method", choices=("stein", "pathwise"), default="stein", metavar="NAME",
+                   help="responses: stein or pathwise (default: %(default)s)")
+    g.add_argument("--batches", type=positive_int("--batches", 10_000), default=20, metavar="N",
+                   help="replicates or batches for errors (default: %(default)s)")
+    g.add_argument("--errors", choices=("replicate", "batch"), default="replicate", metavar="NAME",
+                   help="replicate or batch errors (default: %(default)s)")
+    g.add_argument("--no-antithetic", action="store_true", help="no antithetic pairs of paths")
+    g.add_argument("--null-rtol", type=null_rtol, default=None, metavar="X", help=NULL_RTOL_HELP)
+    g.add_argument("--rows", type=positive_int("--rows"), default=10, metavar="N",
+                   help="about this many table rows (default: %(default)s)")
     add_progress_argument(g)
     add_output_arguments(p)
     p.set_defaults(func=run)
+
+
+def table_steps(last: int, rows: int) -> tuple[list[int], str]:
+    """The steps the table shows, and the words that say which.
+
+    Every ``k``-th step from 0, with ``k = ceil(last / rows)`` (so at most ``rows + 1``
+    multiples), and ``last`` itself when it is not one of them: no step is left out
+    without the header saying so, and the last step is always shown.
+
+    Examples
+    --------
+    >>> table_steps(10, 10)
+    ([0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10], 'every step of t = 0..10')
+    >>> table_steps(400, 10)[1]
+    'every 40th step of t = 0..400'
+    >>> table_steps(37, 10)
+    ([0, 4, 8, 12, 16, 20, 24, 28, 32, 36, 37], 'every 4th step of t = 0..37, and the last')
+    """
+    k = max(1, math.ceil(last / max(rows, 1)))
+    shown = list(range(0, last + 1, k))
+    if shown[-1] != last:
+        shown.append(last)
+    if k == 1:
+        return shown, f"every step of t = 0..{last}"
+    suffix = {1: "st", 2: "nd", 3: "rd"}.get(k % 10 if k % 100 not in (11, 12, 13) else 0, "th")
+    text = f"every {k}{suffix} step of t = 0..{last}"
+    return shown, text if last % k == 0 else f"{text}, and the last"
 
 
 def _pm(value: float, err: float, fmt: str = ".4g") -> str:
@@ -109,13 +135,13 @@ def run(args: argparse.Namespace) -> int:
         payload |= {"b": res.b, "b_err": res.b_err}
 
     def table() -> str:
-        rows_t = np.unique(np.linspace(0, last, min(args.rows, last + 1)).round().astype(int))
+        shown, which = table_steps(last, args.rows)
         rows = []
-        for t in rows_t:
-            q = res.q_diag[t]
-            qs = f"{q[0, 0]:.4g}" if q.shape[0] == 1 else "diag " + ", ".join(
-                f"{v:.3g}" for v in np.diag(q))
-            rows.append([int(t), _pm(res.train_loss[t], res.train_loss_err[t]),
+        for t in shown:
+            q, qe = np.diag(res.q_diag[t]), np.diag(res.Q_err[t])
+            qs = _pm(q[0], qe[0]) if q.size == 1 else "diag " + ", ".join(
+                _pm(v, e, ".3g") for v, e in zip(q, qe, strict=True))
+            rows.append([t, _pm(res.train_loss[t], res.train_loss_err[t]),
                          _pm(res.test_loss[t], res.test_loss_err[t]),
                          _pm(res.cosine[t], res.cosine_err[t], ".4f"),
                          qs if np.isfinite(q).all() else "non-finite"])
@@ -124,6 +150,8 @@ def run(args: argparse.Namespace) -> int:
         head = (f"DMFT {problem.describe()}, δ={args.delta:g}, N={res.settings['n_paths']}, "
                 f"method={args.method}, seed={res.settings['seed']}: {res.status.value}"
                 f"{' (' + res.message + ')' if res.message else ''}, {res.elapsed:.2f}s\n")
+        stop = "" if last == T else f" (non-finite from step {last} of {T} on)"
+        head += f"rows: {which}{stop}; --json has every step\n"
         headers = ["t", "train loss", "test loss", "cosine", "Q(t,t)"] + (["b"] if problem.bias else [])
         return head + format_table(headers, rows)
 

@@ -1,7 +1,7 @@
 """``dmftsolve simulate``: the finite-d GD simulator over one or several ``δ``.
 
-With no options it runs the headline job: a GeLU single neuron learning
-noiseless phase retrieval ``y = z²`` at ``d = 300`` for a few sample ratios,
+With no options it runs the common default problem (a GeLU single neuron on
+``y = z² − 1``, ``_common.PROBLEM_DEFAULTS``) at ``d = 300`` for a few sample ratios,
 reporting the success rate (final cosine with the target > 1/2) per ``δ``.
 """
 
@@ -22,6 +22,7 @@ from dmftsolve.cli._common import (
     add_seed_argument,
     check_cost,
     check_output_path,
+    command_parser,
     emit,
     finite_float,
     floats,
@@ -40,83 +41,56 @@ DEFAULTS: dict[str, Any] = {
 }
 
 DESCRIPTION = """\
-Run full-batch gradient descent at finite d on the problem (docs/theory.md §1):
-x ~ N(0, I_d), n = round(δ d) samples, Θ* = the first k coordinate axes,
-W ← (1 − ηλ) W − (η/n) Xᵀ G. Each (δ, trial) is an independent run with fresh
-data, labels and initialisation; trials run in parallel on --workers processes.
+Run full-batch gradient descent at finite d on the problem: x ~ N(0, I_d),
+n = round(delta d) samples, fresh data, labels and start for every (delta,
+trial), the trials in parallel on --workers processes. Per delta: the
+successes (final cosine with the target above --success-threshold; at any
+recorded step with --first-passage) and their rate with its error, percentiles
+of the final cosine and the final losses. With one delta also the mean
+trajectory, and with --hessian-at the extreme Hessian eigenvalues and their
+overlap with the hard directions. Without options: a GeLU neuron on z**2 - 1.
+"""
 
-A run succeeds when its final cosine between span(W) and span(Θ*) exceeds
---success-threshold (with --first-passage: at some recorded step, every
---record-every steps, the criterion of `dmftsolve transition`; the counts then
-make a --sim file for it). The table reports, per δ, the success count and rate
-with its error (the binomial standard error; for 0 or all of the trials,
-where that is 0, the one-sided 95 % bound, e.g. "0 (< 0.39)" for 0 of 6),
-the 30/50/70 percentiles of the final cosine, and the final train and test
-loss (mean over trials).
-
-With a single δ the command also prints the mean trajectory (cosine, losses,
-gradient norm) at a few steps, and with --hessian-at the extreme Hessian
-eigenvalues (Lanczos) with their eigenvectors' squared overlap with the hard
-subspace.
-
-Default job: a GeLU single neuron on y = z**2 (the paper's headline case),
-with the common defaults of every command (η = 0.5, 400 steps, seed 0),
-d = 300, δ = 4, 8, 12, 16, 10 trials each: 14 s of CPU (measured serially,
---workers 1, on a shared 2-core machine; 0, 3, 8 and 10 successes of 10).
-
-Before it starts, the run estimates its memory and time (one GD step costs
-about 1e-4 s + 1.5e-9 s·n·d·m of CPU here): it refuses a job that needs more
-memory than is free or more than a day, and warns past ten minutes. A run
-whose iterates become non-finite (GD diverged: step size too large) fails:
-exit status 1 with one line on stderr (with --json the JSON object, status
-"nonfinite", is printed first).
+EXAMPLES = """\
+dmftsolve simulate
+dmftsolve simulate --d 1000 --delta 6 --trials 20 --hessian-at 0,100
+dmftsolve simulate --delta 5,6,7 --trials 40 --first-passage --json > gd.json
 """
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``simulate`` command to ``subparsers``."""
-    parser = subparsers.add_parser(
-        "simulate",
-        help="finite-d GD simulator: success rate vs δ, trajectories, Hessian eigenpairs",
-        description=DESCRIPTION,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = command_parser(subparsers, "simulate",
+                            "finite-d GD simulator: success rate vs δ, trajectories, Hessian eigenpairs",
+                            DESCRIPTION, EXAMPLES)
     add_problem_arguments(parser)
     g = parser.add_argument_group("simulation")
-    g.add_argument("--d", type=positive_int("--d", 10**7), default=DEFAULTS["d"],
+    g.add_argument("--d", type=positive_int("--d", 10**7), default=DEFAULTS["d"], metavar="N",
                    help="input dimension d (default: %(default)s)")
-    g.add_argument("--delta", type=floats, default=DEFAULTS["delta"],
-                   help="sample ratio δ = n/d, one value or a comma list for a sweep "
-                        "(default: 4,8,12,16)")
+    g.add_argument("--delta", type=floats, default=DEFAULTS["delta"], metavar="LIST",
+                   help="sample ratios n/d (default: 4,8,12,16)")
     g.add_argument("--trials", type=positive_int("--trials", 10**6), default=DEFAULTS["trials"],
-                   help="independent runs per δ (default: %(default)s)")
-    add_seed_argument(g, "root random seed; the same seed gives the same numbers with any "
-                         "number of workers")
-    g.add_argument("--workers", type=positive_int("--workers", 1024), default=None,
-                   help="worker processes (1 = serial in this process; default: the number of "
-                        "CPUs available, capped at the number of runs)")
+                   metavar="N", help="independent runs per delta (default: %(default)s)")
+    add_seed_argument(g, "root seed, whatever --workers")
+    g.add_argument("--workers", type=positive_int("--workers", 1024), default=None, metavar="N",
+                   help="processes; 1: serial (default: the CPUs available)")
     g.add_argument("--record-every", type=positive_int("--record-every"), default=DEFAULTS["record_every"],
-                   help="record overlaps, losses and cosine every this many steps, plus the "
-                        "first and last (default: %(default)s)")
-    g.add_argument("--n-test", type=positive_int("--n-test"), default=None,
+                   metavar="N", help="record every N steps and the last (default: %(default)s)")
+    g.add_argument("--n-test", type=positive_int("--n-test"), default=None, metavar="N",
                    help="fresh samples for the test loss (default: n)")
-    g.add_argument("--hessian-at", type=ints, default=[],
-                   help="comma list of steps at which to compute extreme Hessian eigenpairs "
-                        "by Lanczos, e.g. '0,100'")
-    g.add_argument("--n-eigs", type=positive_int("--n-eigs", 1000), default=4,
-                   help="smallest and largest eigenpairs per Hessian (default: %(default)s)")
-    g.add_argument("--dtype", choices=("float64", "float32"), default="float64",
-                   help="storage and arithmetic of X (default: %(default)s)")
-    g.add_argument("--success-threshold", type=finite_float, default=0.5,
-                   help="a run succeeds when its final cosine exceeds this (default: %(default)s)")
+    g.add_argument("--hessian-at", type=ints, default=[], metavar="LIST",
+                   help="steps of Hessian eigenpairs (default: none)")
+    g.add_argument("--n-eigs", type=positive_int("--n-eigs", 1000), default=4, metavar="N",
+                   help="eigenpairs at each end of it (default: %(default)s)")
+    g.add_argument("--dtype", choices=("float64", "float32"), default="float64", metavar="NAME",
+                   help="float64 or float32 data (default: %(default)s)")
+    g.add_argument("--success-threshold", type=finite_float, default=0.5, metavar="X",
+                   help="success: a cosine above X (default: %(default)s)")
     g.add_argument("--first-passage", action="store_true",
-                   help="count a run as a success when its cosine exceeds --success-threshold at "
-                        "some recorded step, not only the last: the criterion of `dmftsolve "
-                        "transition` (use it for a --sim file)")
+                   help="success at any recorded step, as in transition")
     add_progress_argument(g)
     g.add_argument("--plot", metavar="FILE", default=None,
-                   help="save a figure (needs matplotlib): success rate vs δ and mean cosine vs "
-                        "step for a sweep, cosine vs step per trial for one δ")
+                   help="write a figure, needs matplotlib (default: none)")
     add_output_arguments(parser)
     parser.set_defaults(func=run)
 

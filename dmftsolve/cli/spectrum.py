@@ -10,54 +10,38 @@ from typing import Any
 import numpy as np
 
 from dmftsolve.cli._common import (
+    StoreGiven,
     add_output_arguments,
     add_problem_arguments,
     add_progress_argument,
     add_seed_argument,
     check_cost,
+    command_parser,
     dmft_cost,
     emit,
     format_pm,
     format_table,
+    given,
     int_at_least,
     problem_from_args,
     want_progress,
 )
 
 DESCRIPTION = """\
-The spectrum of the Hessian of the empirical risk after t GD steps, in the limit
-n, d -> infinity with n/d = delta: the bulk density (matrix Stieltjes equation),
-its edges and atoms, and the outliers along the hard target directions (held at
-zero overlap) with the squared overlap of their eigenvectors with the hard
-subspace. It also lists the outliers on both sides of the bulk along
-span(target) + span(W_t) (the learned directions), with each eigenvector's
-squared overlap split into hard, other target and learned parts (exact at t = 0,
-a tested conjecture for t > 0; see validation/learned_outliers_vs_simulation.py).
+The Hessian of the empirical risk after --t GD steps in the limit n, d ->
+infinity with n/d = --delta: its bulk density, edges and atoms, the outliers
+along the hard target directions (held at zero overlap) and along span(target)
++ span(W_t), and their eigenvectors' squared overlaps, each number with its
+error. At t = 0 the law of the training fields is exact (quadrature; the error
+is the change from 2/3 of the nodes); at t > 0 it comes from --replicates DMFT
+runs of --paths paths, and a number is the mean over these seeds with its
+standard error.
+"""
 
-Every number is printed with its error, to the digits it is good to:
-
-* t = 0: the law of the training fields is known in closed form and is
-  integrated by deterministic quadrature (split at the kinks of the label), so
-  the result does not depend on --seed; the error is the difference between two
-  quadrature orders (--nodes and 2/3 of it).
-* t > 0: the law comes from the DMFT's Monte Carlo paths. The command runs
-  --replicates independent DMFT seeds (seed, seed+1, ...) and prints every
-  edge, outlier location and overlap² as mean ± standard error over the seeds.
-  The defaults (5 seeds × 400000 paths) give standard errors below 0.01 on the
-  example below (measured over 16 seeds: the seed-to-seed standard deviation of
-  the left edge is 0.040, 0.018, 0.011 at 2e4, 1e5, 4e5 paths; the outlier's
-  is about 1.3 times larger). The density table and --plot use the first seed.
-
-The DMFT runs exactly --t GD steps: --steps is not used by this command (if
-given, it must equal --t). A run that diverges (non-finite values, or
-|W|² or D beyond 1e12: the step size is too large) is an error, not a spectrum.
-
-When the law of D is unbounded below (square loss with an unbounded label, e.g.
-y = z**2 early in training) the bulk has no finite left edge: this is said, and
-no edge is printed (likewise above; e.g. σ = r² gives D unbounded above).
-
-Example (measured: about 80 s of CPU time, 5 seeds; longer wall time on a busy machine):
-  dmftsolve spectrum --target 'Min(z**2, 3)' --activation quad --eta 0.05 --delta 3 --t 2
+EXAMPLES = """\
+dmftsolve spectrum --target 'Min(z**2, 3)' --activation quad --delta 3
+dmftsolve spectrum --target 'Min(z**2, 3)' --activation quad --delta 3 --t 2
+dmftsolve spectrum --delta 3 --t 5 --paths 20000 --json > spectrum.json
 """
 
 #: A run whose |Q(t,t)|, |M_t| or |D| exceeds this has diverged (GD blows up at this step size).
@@ -68,29 +52,26 @@ DEFAULT_REPLICATES = 5
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser("spectrum", help="Hessian bulk spectrum and outliers at step t, with errors",
-                              description=DESCRIPTION,
-                              formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_problem_arguments(p)
-    for action in p._actions:  # the DMFT runs exactly --t steps
-        if action.dest == "steps":
-            action.default = None
-            action.help = "not used: spectrum runs exactly --t GD steps (if given, must equal --t)"
+    p = command_parser(subparsers, "spectrum", "Hessian bulk spectrum and outliers at step t, with errors",
+                       DESCRIPTION, EXAMPLES, usage="--delta X [options]")
+    add_problem_arguments(p, steps=None,
+                          steps_help="the same as --t; if both are given, equal (default: --t)")
     g = p.add_argument_group("spectrum")
-    g.add_argument("--delta", type=float, required=True, help="sample ratio n/d")
-    g.add_argument("--t", type=int_at_least("--t", 0), default=0, help="GD step (default: %(default)s)")
+    g.add_argument("--delta", type=float, required=True, metavar="X", help="sample ratio n/d (required)")
+    g.add_argument("--t", type=int_at_least("--t", 0), default=0, metavar="N", action=StoreGiven,
+                   help="GD step of the Hessian (default: %(default)s)")
     g.add_argument("--paths", type=int_at_least("--paths", 1000, 10**8), default=DEFAULT_PATHS,
-                   help="t > 0: DMFT Monte Carlo paths per seed (default: %(default)s)")
+                   metavar="N", help="t > 0: DMFT paths per seed (default: %(default)s)")
     g.add_argument("--replicates", type=int_at_least("--replicates", 1, 1000), default=DEFAULT_REPLICATES,
-                   help="t > 0: independent DMFT seeds seed, seed+1, ... for the standard errors "
-                        "(default: %(default)s)")
-    add_seed_argument(g, "t > 0: DMFT seed of the first replicate (t = 0 uses no randomness)")
-    g.add_argument("--nodes", type=int_at_least("--nodes", 8, 2000), default=None,
-                   help="t = 0: quadrature nodes per Gaussian coordinate (default: at most 40000 atoms)")
-    g.add_argument("--points", type=int_at_least("--points", 2, 100_000), default=200,
+                   metavar="N", help="t > 0: DMFT seeds for the errors (default: %(default)s)")
+    add_seed_argument(g, "t > 0: the first seed")
+    g.add_argument("--nodes", type=int_at_least("--nodes", 8, 2000), default=None, metavar="N",
+                   help="t = 0: nodes per axis (default: 40000 atoms at most)")
+    g.add_argument("--points", type=int_at_least("--points", 2, 100_000), default=200, metavar="N",
                    help="density grid points (default: %(default)s)")
-    g.add_argument("--plot", metavar="FILE", default=None, help="write the density to a PNG (matplotlib)")
-    add_progress_argument(g, "; t > 0: one line per seed")
+    g.add_argument("--plot", metavar="FILE", default=None,
+                   help="write the density figure (default: none)")
+    add_progress_argument(g)
     add_output_arguments(p)
     p.set_defaults(func=run)
 
@@ -222,9 +203,13 @@ def run(args: argparse.Namespace) -> int:
     from dmftsolve.results import SolverError
     from dmftsolve.thresholds.hessian_threshold import ThresholdSettings, hard_spectrum, restricted
 
+    if given(args, "steps") and not given(args, "t"):  # --steps T alone: the Hessian at step T
+        if args.steps < 0:
+            raise ValueError(f"--steps must be >= 0, got {args.steps}")
+        args.t = args.steps
     if args.steps is not None and args.steps != args.t:
         raise ValueError(f"--steps {args.steps} differs from --t {args.t}: spectrum runs exactly --t GD "
-                         "steps; omit --steps")
+                         "steps; give one of them")
     args.steps = args.t
     delta = check_delta(args.delta)
     check_output_path(args.plot)

@@ -8,7 +8,6 @@ import re
 from typing import Any
 
 from dmftsolve.cli._common import (
-    NULL_RTOL_HELP,
     CommandError,
     add_output_arguments,
     add_problem_arguments,
@@ -16,60 +15,36 @@ from dmftsolve.cli._common import (
     add_seed_argument,
     check_cost,
     clip,
+    command_parser,
     dmft_cost,
     emit,
     finite_float,
     format_pm,
     format_table,
+    given,
     null_rtol,
     positive_int,
     problem_from_args,
     want_progress,
+    warn,
 )
 
 DESCRIPTION = """\
-Compute delta_NN: the smallest sample ratio delta = n/d at which the Hessian of
-the empirical risk, along GD with the hard target directions held at zero
-overlap, has a negative outlier eigenvalue whose eigenvector overlaps the hard
-subspace (GD then escapes along it and learns the hard directions). The
-easy/hard split comes from the target. Each delta evaluated re-runs the DMFT;
-the threshold is bracketed on a geometric grid, then bisected, and both ends
-of the final bracket are evaluated. delta_alg is printed beside it.
+Compute delta_NN, the smallest delta = n/d at which the Hessian of the
+empirical risk along GD with the hard target directions held at zero overlap
+has a negative outlier whose eigenvector overlaps them (GD then escapes along
+it). The Hessian is taken after --t steps, or by the long-time rule at
+--long-time and half of it. Each delta tried runs the DMFT; a grid brackets the
+threshold and bisection narrows it; --replicates searches with seeds seed,
+seed+1, ... give its standard error. delta_alg is printed beside it. This is
+the d -> infinity threshold; GD's 50 % point at a finite d is `dmftsolve
+transition`.
+"""
 
---t N        delta_NN(N), the Hessian after N GD steps;
---t long     (default) the long-time rule: delta_NN(T) and delta_NN(T/2) with
-             T = --long-time; status not_converged if the brackets disagree;
---t tti      the time-translation-invariant fixed point (valid only where GD
-             reaches the fixed point's proximal branch, see docs/findings.md).
-             Not fast: for GeLU on z**2 the first evaluation (delta=2)
-             alone took 140 s of CPU and ended not_converged (measured).
-
-The Monte Carlo error of delta_NN is measured, not guessed: --replicates R
-repeats the whole search with DMFT seeds seed, seed+1, ..., and prints the
-mean of the R bracket midpoints with its standard error (the bisection bracket
-of one seed is much narrower than the seed-to-seed spread).
-
-What it is, and what it is not: delta_NN is a property of the d -> infinity
-Hessian along the restricted dynamics. It is not GD's 50 % success point at a
-finite d, which lies well below the long-time delta_NN (GeLU on z**2: about
-10-11 at d = 500-2000 against 22); for that number use `dmftsolve transition
---d D` (docs/findings.md, "Finite-d transition").
-
-With no options this computes the paper's headline case, a GeLU single neuron
-on y = z**2, with 3 replicates searched side by side on the available cores:
-measured 14 s wall (24 s of CPU) on 2 idle cores; 65-114 s wall on a shared,
-loaded 2-core machine (load average 5). The run refuses up front a search
-whose estimated memory exceeds what is free or whose estimated time exceeds a
-day, and warns past ten minutes.
-
-Output: the single-seed brackets per replicate, the notes of the search, a
-summary table, and last the answer (delta_NN with its standard error).
---verbose adds the table of every evaluation. Exit status 0 on success, 1
-when no threshold is found or the long-time rule is not met (one line on
-stderr says why), 2 on bad input.
-
-Example:
-  dmftsolve threshold --activation quad --eta 0.05 --t 100 --bracket 2,30
+EXAMPLES = """\
+dmftsolve threshold
+dmftsolve threshold --activation quad --t 100 --bracket 2,30
+dmftsolve threshold --t 50 --replicates 5 --json > threshold.json
 """
 
 
@@ -106,41 +81,34 @@ MAX_STEPS = 20_000
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser("threshold", help="feature-learning threshold delta_NN (and delta_alg)",
-                              description=DESCRIPTION,
-                              formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_problem_arguments(p)
-    for action in p._actions:  # the time of the Hessian is --t / --long-time
-        if action.dest == "steps":
-            action.help = "not used: the Hessian is taken at --t (or --long-time and half of it)"
+    p = command_parser(subparsers, "threshold", "feature-learning threshold delta_NN (and delta_alg)",
+                       DESCRIPTION, EXAMPLES)
+    # the time of the Hessian is --t / --long-time; a --steps given is said to be ignored (run)
+    add_problem_arguments(p, steps_help="ignored: the Hessian is at --t or --long-time")
     g = p.add_argument_group("threshold search")
     g.add_argument("--t", type=_time, default=None, metavar="{N,long,tti}",
-                   help="time at which the Hessian is taken (default: long)")
-    g.add_argument("--long-time", type=positive_int("--long-time", MAX_STEPS), default=200,
-                   help="T of the long-time rule, in GD steps (default: %(default)s)")
-    g.add_argument("--criterion", choices=("negative", "separated"), default="negative",
-                   help="negative: a negative hard outlier; separated: any hard outlier below the "
-                        "bulk, the BBP point (default: %(default)s)")
-    g.add_argument("--bracket", type=_pair, default=(2.0, 40.0),
-                   help="range of delta searched, 'low,high' (default: 2,40)")
-    g.add_argument("--grid", type=positive_int("--grid", 1000), default=6,
+                   help="step N, long-time rule or TTI fixed point (default: long)")
+    g.add_argument("--long-time", type=positive_int("--long-time", MAX_STEPS), default=200, metavar="T",
+                   help="T of the long-time rule (default: %(default)s)")
+    g.add_argument("--criterion", choices=("negative", "separated"), default="negative", metavar="NAME",
+                   help="negative or separated outlier (default: %(default)s)")
+    g.add_argument("--bracket", type=_pair, default=(2.0, 40.0), metavar="LO,HI",
+                   help="range of delta searched (default: 2,40)")
+    g.add_argument("--grid", type=positive_int("--grid", 1000), default=6, metavar="N",
                    help="initial grid points, >= 2 (default: %(default)s)")
-    g.add_argument("--xtol", type=finite_float, default=1.0,
-                   help="width of the final bracket in delta, about the replicate standard error "
-                        "at the defaults (1.1): narrower costs a DMFT run per halving and seed "
-                        "(default: %(default)s)")
-    g.add_argument("--paths", type=positive_int("--paths", 10**8), default=10_000,
+    g.add_argument("--xtol", type=finite_float, default=1.0, metavar="X",
+                   help="width of the final bracket (default: %(default)s)")
+    g.add_argument("--paths", type=positive_int("--paths", 10**8), default=10_000, metavar="N",
                    help="Monte Carlo paths per DMFT run (default: %(default)s)")
-    add_seed_argument(g, "DMFT seed of the first replicate")
-    g.add_argument("--replicates", type=positive_int("--replicates", 1000), default=3,
-                   help="independent searches (seeds seed, seed+1, ...) for the standard error "
-                        "(default: %(default)s)")
-    g.add_argument("--null-rtol", type=null_rtol, default=None, help=NULL_RTOL_HELP)
-    g.add_argument("--tails", choices=("sample", "strict"), default="sample",
-                   help="unbounded law of D at finite t: use the sample law (sample) or fail (strict)")
-    add_progress_argument(g, "; one line per evaluation")
-    g.add_argument("--verbose", action="store_true",
-                   help="also print the table of every evaluation (δ, t, outliers, left edge)")
+    add_seed_argument(g, "seed of the first replicate")
+    g.add_argument("--replicates", type=positive_int("--replicates", 1000), default=3, metavar="N",
+                   help="searches, for the standard error (default: %(default)s)")
+    g.add_argument("--null-rtol", type=null_rtol, default=None, metavar="X",
+                   help="innovation cut-off (default: 1e-4; m >= 2, long: 1e-3)")
+    g.add_argument("--tails", choices=("sample", "strict"), default="sample", metavar="NAME",
+                   help="unbounded law of D: sample or strict (default: %(default)s)")
+    add_progress_argument(g)
+    g.add_argument("--verbose", action="store_true", help="also the table of every evaluation")
     add_output_arguments(p)
     p.set_defaults(func=run)
 
@@ -215,6 +183,9 @@ def _answer(res: Any) -> str:
 def run(args: argparse.Namespace) -> int:
     from dmftsolve.thresholds.hessian_threshold import ThresholdSettings, delta_nn
 
+    if given(args, "steps"):
+        warn(args, f"--steps {args.steps} is ignored: threshold takes the Hessian at --t, or at "
+                   "--long-time and half of it")
     problem = problem_from_args(args)
     settings = ThresholdSettings(criterion=args.criterion, bracket=args.bracket, grid=args.grid,
                                  xtol=args.xtol, n_paths=args.paths, seed=args.seed,

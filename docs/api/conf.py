@@ -1,11 +1,19 @@
-"""Sphinx configuration for the dmftsolve API reference (built from the docstrings).
+"""Sphinx configuration of the dmftsolve site: the Markdown guides and the API reference.
 
-Build (warnings are errors, as in CI and ``tests/test_api_docs.py``)::
+Build from the repository's root, with this directory as the configuration
+(warnings are errors, as in CI and ``tests/test_api_docs.py``)::
 
     python3 -m pip install ".[docs]"
-    python3 -m sphinx -W --keep-going -b html docs/api build/apidocs
+    python3 -m sphinx -W --keep-going -b html -c docs/api . build/apidocs
 
-Every page documents whole modules with ``automodule :members:``, so a name added
+The source directory is the repository's root, so that the guides (``README.md``
+and ``docs/*.md``, read by ``myst-parser``) are rendered where they live: their
+links to each other and their figures under ``validation/`` resolve as they do on
+GitHub. Only the files of :data:`include_patterns` are read. A link to a file
+that is not a page (a script, a JSON file) is kept as a link to the repository
+path and not checked (``myst.xref_missing`` is not reported).
+
+Every page of the API reference documents whole modules with ``automodule :members:``, so a name added
 to a module's ``__all__`` appears without editing these pages; the package
 ``__init__`` files re-export those names lazily and are documented without members
 (each object is documented once, under the module that defines it).
@@ -17,7 +25,8 @@ import os
 import sys
 
 # Document the checkout this file lives in, even if another copy is installed.
-sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+sys.path.insert(0, ROOT)
 
 import dmftsolve  # noqa: E402
 
@@ -32,10 +41,22 @@ extensions = [
     "sphinx.ext.autosummary",
     "sphinx.ext.mathjax",
     "numpydoc",
+    "myst_parser",
 ]
 
-root_doc = "index"
-exclude_patterns = ["_build"]
+#: The guides (Markdown, paths from the repository's root) and the API pages.
+GUIDES = ["README.md", "docs/tutorial.md", "docs/cli.md", "docs/tips.md", "docs/theory.md",
+          "docs/findings.md", "docs/results.md", "docs/accuracy.md", "docs/figures.md",
+          "docs/bad_inputs.md"]
+include_patterns = [*GUIDES, "docs/api/*.rst", "validation/README.md", "validation/*/README.md"]
+exclude_patterns = ["build", "_build", "**/.*"]
+root_doc = "docs/api/index"
+source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
+
+# myst: "#section" links to headings of levels 1-4; "$" is text, not math (the guides write
+# formulas in Unicode and code spans).
+myst_heading_anchors = 4
+suppress_warnings: list[str] = []
 templates_path: list[str] = []
 html_static_path: list[str] = []
 html_theme = "alabaster"
