@@ -22,9 +22,8 @@ def blas_threads(threads: int | None) -> Iterator[None]:
 
     Uses :meth:`threadpoolctl.ThreadpoolController.limit` on a controller built once (the
     BLAS libraries loaded when it was first used). On small problems a single
-    thread is much faster here: waking BLAS worker threads for every small
-    product costs more than the product (measured 20× on a loaded 2-core
-    machine for the DMFT's per-step algebra).
+    thread is much faster: waking BLAS worker threads for every small
+    product costs more than the product, most of all on a loaded machine.
     """
     if threads is None:
         yield

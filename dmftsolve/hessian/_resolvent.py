@@ -164,10 +164,9 @@ def d_times_inverse(D: np.ndarray, S: np.ndarray) -> np.ndarray:
     Both ``D_i`` and ``M_i = D_i + S`` are symmetric, so ``D_i M_i^{-1} = (M_i^{-1} D_i)^T``.
     For ``m = 2`` the solve ``M_i X_i = D_i`` is Gaussian elimination with partial pivoting
     written out on the ``N``-vectors of entries (what LAPACK's ``getrf``/``getrs`` do on a
-    2 × 2 system, without its per-matrix call overhead): on 10⁴ systems 11x faster than
-    ``numpy.linalg.solve`` for real ``S`` and 3x for complex ``S``, 4.5x on a whole m = 2
-    threshold search (``benchmarks/bench_threshold.py --small-solve``, 2026-12-02), and
-    backward stable like it. The adjugate formula
+    2 × 2 system, without its per-matrix call overhead; the speed-up over
+    ``numpy.linalg.solve`` is measured by ``benchmarks/bench_threshold.py --small-solve`` and
+    quoted in ``docs/findings.md`` §7), and backward stable like it. The adjugate formula
     (Cramer's rule) is not: on nearly singular ``M_i`` with ``D_i`` in its well-conditioned
     part (neurons that have merged, ``D_i ∝ (1, 1)(1, 1)ᵀ``) it left the resolvent's Newton
     stalled at a residual of 1e-12 where ``solve`` converges (``tests/test_spectrum.py``).

@@ -680,8 +680,8 @@ def training_outliers(
     For a ``W`` independent of the data (``t = 0``) this is the exact
     spiked-model equation. For ``t > 0`` ``W_t`` depends on the data and the
     same equation, fed with the DMFT law of ``(V^t, V*, D)``, is a conjecture
-    that matches finite-``d`` GD Hessians
-    (``validation/learned_outliers_vs_simulation.py``); its derivation is open.
+    that matches finite-``d`` GD Hessians (``docs/findings.md`` §6,
+    ``python -m validation.learned_outliers_vs_simulation``); its derivation is open.
     When the hard directions are uncorrelated with the learned ones in the
     outlier matrix (sign symmetry, docs/theory.md §4.2), the hard outliers coincide
     with those of :func:`outliers` on the hard coordinates alone.

@@ -729,9 +729,9 @@ def simulate(
         BLAS alone. The default, one thread, is the robust choice: the
         blocked pass makes many mid-sized BLAS calls, and with several
         threads each call waits for the slowest one, which on a shared or
-        oversubscribed machine was measured here to be 10-20x slower than
-        one thread (and at best 1.5x faster on an idle one). Run trials in
-        parallel with :func:`dmftsolve.simulation.sweeps.sweep` instead.
+        oversubscribed machine is much slower than one thread
+        (``benchmarks/bench_simulator.py``). Run trials in parallel with
+        :func:`dmftsolve.simulation.sweeps.sweep` instead.
     stop_cosine : float, optional
         Stop a trial at the first recorded step at which every success
         direction's projection onto ``span(W_t)`` (:mod:`dmftsolve.success`)
@@ -846,8 +846,8 @@ def simulate_shared(
     With ``batch=True`` the trials are stepped together: their weights sit
     side by side in one ``(d, trials·m)`` matrix and each block of ``X`` is
     multiplied once by all of them (a matrix-matrix product instead of one
-    matrix-vector product per trial; see ``benchmarks/bench_simulator.py``
-    for the measured speed-up). ``batch=False`` runs the same trials one
+    matrix-vector product per trial; ``benchmarks/bench_simulator.py``
+    measures the speed-up). ``batch=False`` runs the same trials one
     after the other (the same numbers up to floating-point round-off).
 
     Parameters

@@ -1,7 +1,7 @@
 """The 50 % point δ_50 of a success curve: the probit fit and a self-bracketing search.
 
 Used alike by the theory (:func:`dmftsolve.thresholds.finite_d_transition.transition`) and by
-GD experiments (``validation/width_transition.py``): :func:`search_delta_50` only needs a
+GD experiments (``python -m validation.width_transition``): :func:`search_delta_50` only needs a
 function that runs one batch of trials at a given δ and returns its successes.
 
 Examples
@@ -154,8 +154,8 @@ def posterior_sd(deltas: np.ndarray, successes: np.ndarray, trials: np.ndarray) 
 
     Integrating over the width is what makes it honest where the bootstrap is not: with few
     trials the fitted width is often too small, and a bootstrap around that fit (or a search
-    stopped when its error happens to be small) reports too little
-    (``search_calibration`` in ``docs/investigations.md``).
+    stopped when its error happens to be small) reports too little (``docs/findings.md``
+    §10.4).
 
     Parameters
     ----------
@@ -232,9 +232,11 @@ def probit_fit(deltas: np.ndarray, successes: np.ndarray, trials: np.ndarray, *,
 
     ``error="posterior"`` returns :func:`posterior_sd` as the error instead of the bootstrap's
     (the point estimate is the same maximum-likelihood δ_50). It is the error of
-    :func:`search_delta_50`: against known curves its root-mean-square error was 0.89–1.08×
-    the mean reported error where the bootstrap's was 1.05–1.35× (searches stopped at
-    ``tol``); with a fixed budget of trials the bootstrap's was 0.92–1.16×.
+    :func:`search_delta_50`: a search that stops once its error is at most ``tol`` stops on
+    fits whose width happens to be small, which makes the bootstrap's error (it holds the width
+    at its fitted value) too small; the posterior's integrates over the width. With a fixed
+    budget of trials the bootstrap's is honest. Calibration against known curves:
+    ``docs/findings.md`` §10.4.
     """
     x = np.asarray(deltas, float)
     k = np.asarray(successes, float)
@@ -292,10 +294,8 @@ def _next_deltas(counts: dict[float, list[int]], fit: tuple[float, float, float]
         if not lo:  # go down from the smallest
             return [_lattice(max(min(xs) / 1.4, DELTA_RANGE[0]))]
         # crossed (noise): more trials at the two crossed points, whose rates then move to the
-        # curve's. (A point between them, as before 0.6.0, could end up at a rate between 1/4
-        # and 3/4 and leave the crossing as it was: the search then spent every further batch
-        # there, 2 of 80 searches against a known curve, search_calibration in
-        # docs/investigations.md, ran to their cap of 4000 trials at one δ.)
+        # curve's. (A point between them could end up at a rate between 1/4 and 3/4 and leave
+        # the crossing as it was: the search would then spend every further batch there.)
         return sorted({max(lo), min(hi)})
     assert fit is not None
     mu, _, w = fit
@@ -353,7 +353,10 @@ def search_delta_50(run_batch: Callable[[float, int], tuple[int, int]], *, start
         ``run_batch`` would give; the search is the same either way.
     error : {"posterior", "bootstrap"}
         The error that stops the search and is reported (:func:`probit_fit`): the posterior
-        standard deviation (default since 0.6.0) or the bootstrap's (before; see Notes).
+        standard deviation (default) or the bootstrap's (see Notes).
+
+        .. versionchanged:: 0.6
+            The default is ``"posterior"``; it was ``"bootstrap"``.
 
     Returns
     -------
@@ -367,12 +370,11 @@ def search_delta_50(run_batch: Callable[[float, int], tuple[int, int]], *, start
     the location and the width. It stops with a reason when a point at an end of
     :data:`DELTA_RANGE` is still all failures (or all successes).
 
-    Calibration (``search_calibration`` in ``docs/investigations.md``, 80 searches against
-    known probit curves, batches of 8, tol 0.15): with the bootstrap's error the
-    root-mean-square error of δ_50 was 1.05×, 1.35× and 1.22× the mean reported error on
-    curves of width 0.6, 0.8 and 2.4, as stopping once that error happens to be small biases
-    it low; with the posterior's (the default) it is 0.89×, 1.08× and 1.07×, for 33 %, 25 %
-    and 6 % more trials (medians).
+    The error: stopping once the bootstrap's error happens to be small biases it low, since the
+    bootstrap holds the probit width at its fitted value; the posterior standard deviation (the
+    default) integrates over the width and costs the search more trials. Calibration against
+    known probit curves (``investigations-archive``: ``search_calibration``):
+    ``docs/findings.md`` §10.4.
     """
     if not (math.isfinite(start) and DELTA_RANGE[0] <= start <= DELTA_RANGE[1]):
         raise ValueError(f"start must lie in {list(DELTA_RANGE)}, got {start!r}")

@@ -22,8 +22,8 @@ restricted problem (:func:`restricted`) → law of the training fields
   (``FixedPoint.law()``, :func:`dmftsolve.dynamics.fixed_point.solve_fixed_point`).
   This is fast, but only valid where GD converges to the fixed point it
   selects: for square loss on ``y = z²`` with GeLU or ``r²`` neurons the
-  global proximal branch does not match long GD runs (see
-  ``docs/findings.md``), so it is not the default.
+  global proximal branch does not match long GD runs (``docs/findings.md``
+  §2.3), so it is not the default.
 
 The threshold is located by :func:`search_threshold` on a cached predicate
 (:class:`ThresholdPredicate`): a scan of a geometric grid of ``δ`` for the
@@ -133,17 +133,14 @@ class ThresholdSettings:
         ``null_rtol`` of each DMFT run (:class:`~dmftsolve.dynamics.dmft.DMFTSettings`; None:
         its default, ``1e-4`` for the Stein responses; for the long-time rule at width ``m >= 2``,
         :data:`LONG_NULL_RTOL_WIDE` = ``1e-3``). At width 2 over long horizons ``1e-4``
-        can let the recursion diverge (GeLU on ``z²``, ``z² − 1``, ``z² + 0.5 ε`` at
-        δ = 14–40, ``T = 200``: the run fails with "the DMFT diverged"); ``1e-3`` kept those
-        runs positive semidefinite and
-        moved ``Q`` by less than its Monte Carlo error where both ran (``docs/findings.md``
+        can let the recursion diverge (the run fails with "the DMFT diverged"); ``1e-3``
+        cures it without moving ``Q`` beyond its Monte Carlo error (``docs/findings.md``
         §4.9).
     outlier_points : int
         Scan points of the outlier search below the bulk (``npoints`` of
-        :func:`~dmftsolve.hessian.outlier_equation.outliers`, default 100: for
-        the README job at 8 ``δ`` from 6.6 to 40, t = 100 and 200, 100 points
-        gave the same edges and outliers (locations to 1e-11) as 400, in
-        0.07 s instead of 0.23 s; ``benchmarks/bench_threshold.py``).
+        :func:`~dmftsolve.hessian.outlier_equation.outliers`, default 100, which
+        locates the edges and outliers as 400 points do, at a quarter of the cost;
+        ``benchmarks/bench_threshold.py`` compares them).
 
     Examples
     --------
@@ -782,12 +779,10 @@ def _run_replicates(problem: Problem, t: Time | None, times: tuple[Time, ...], s
 
 
 #: ``null_rtol`` of the long-time rule (``t=None``) at width ``m >= 2`` when the settings leave it
-#: None. With the DMFT's default ``1e-4`` the Stein recursion diverged at width 2 over 200 steps
-#: (GeLU on ``z²``, ``z² − 1``, ``z² + 0.5 ε`` at δ = 14–40: 1 of 7 runs reached step 200);
-#: ``1e-3`` kept 7 of 7 positive semidefinite and moved ``Q`` by less than its Monte Carlo
-#: error (``docs/findings.md``, width 2 at long times). The width-2 long-time cells of the
-#: results table were computed with this value, so none of them moves; width 1 and every
-#: finite ``t`` keep the DMFT's default.
+#: None. With the DMFT's default ``1e-4`` the Stein recursion can diverge at width 2 over long
+#: horizons; ``1e-3`` keeps it positive semidefinite without moving ``Q`` beyond its Monte Carlo
+#: error (``docs/findings.md`` §4.9). The width-2 long-time cells of the results table use this
+#: value; width 1 and every finite ``t`` keep the DMFT's default.
 LONG_NULL_RTOL_WIDE = 1e-3
 
 
