@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 #: The Markdown guides the site renders (docs/api/conf.py lists the same).
 GUIDES = ["README.md", "docs/tutorial.md", "docs/cli.md", "docs/tips.md", "docs/theory.md",
           "docs/findings.md", "docs/results.md", "docs/accuracy.md", "docs/figures.md",
-          "docs/bad_inputs.md"]
+          "docs/bad_inputs.md", "docs/investigations.md"]
 PACKAGES = ["dmftsolve", "dmftsolve.dynamics", "dmftsolve.hessian", "dmftsolve.thresholds",
             "dmftsolve.simulation", "dmftsolve.seeds"]
 

@@ -47,7 +47,7 @@ extensions = [
 #: The guides (Markdown, paths from the repository's root) and the API pages.
 GUIDES = ["README.md", "docs/tutorial.md", "docs/cli.md", "docs/tips.md", "docs/theory.md",
           "docs/findings.md", "docs/results.md", "docs/accuracy.md", "docs/figures.md",
-          "docs/bad_inputs.md"]
+          "docs/bad_inputs.md", "docs/investigations.md"]
 include_patterns = [*GUIDES, "docs/api/*.rst", "validation/README.md", "validation/*/README.md"]
 exclude_patterns = ["build", "_build", "**/.*"]
 root_doc = "docs/api/index"
