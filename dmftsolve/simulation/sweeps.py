@@ -32,7 +32,8 @@ from typing import Any
 
 import numpy as np
 
-from dmftsolve.problem import Problem, check_integer, check_real
+from dmftsolve.checks import check_integer, check_real
+from dmftsolve.problem import Problem
 from dmftsolve.results import Result, SolverError, Status, binomial_error, format_binomial
 from dmftsolve.seeds import SeedLike, as_seed_sequence, child, seed_record
 from dmftsolve.simulation.simulator import (

@@ -104,8 +104,9 @@ from scipy.special import ndtr, ndtri
 from scipy.stats import qmc
 
 from dmftsolve._symbolic import compile_expression, derivatives
+from dmftsolve.admissibility import label_resolution
 from dmftsolve.gaussian import as_generator
-from dmftsolve.problem import Problem, Target, label_resolution
+from dmftsolve.problem import Problem, Target
 from dmftsolve.results import Result, SolverError, Status
 
 __all__ = ["AlgThreshold", "alg_threshold"]
@@ -867,7 +868,7 @@ _HUGE = sp.Float(1e300)
 def _precision_loss(target: Target) -> str | None:
     """Why ``y`` evaluated in double precision does not resolve the label, or None.
 
-    See :func:`dmftsolve.problem.label_resolution`: when the double-precision
+    See :func:`dmftsolve.admissibility.label_resolution`: when the double-precision
     values miss the variation of the exact ones (``log(1 + 1e-20*z**2)`` is 0 in
     doubles), every method would see a constant label and report ``δ_alg = ∞``.
     """
