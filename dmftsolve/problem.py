@@ -51,7 +51,7 @@ from dmftsolve.admissibility import activation_problem, loss_problem, resolution
 from dmftsolve.checks import check_integer, check_matrix, check_real, check_sequence, short_repr
 from dmftsolve.losses import NAMED_LOSSES, F, Y
 
-__all__ = ["Target", "Network", "Loss", "Init", "Training", "Problem"]
+__all__ = ["Target", "Network", "Loss", "Init", "Training", "Problem", "as_target"]
 
 
 class _Frozen:
@@ -841,3 +841,45 @@ class Problem(_Frozen):
     def bias(self) -> bool:
         """Whether the first layer has a trained bias (``network.bias``)."""
         return self.network.bias
+
+
+def as_target(value: Target | Problem | str, name: str = "target_or_problem") -> Target:
+    """The :class:`Target` that ``value`` describes: itself, a problem's target, or a parsed string.
+
+    Parameters
+    ----------
+    value : Target, Problem or str
+        A target, a problem (which contributes its target) or an expression
+        string (parsed as ``Target(value)``).
+    name : str, optional
+        The parameter's name in the error message; default ``"target_or_problem"``.
+
+    Returns
+    -------
+    Target
+
+    Raises
+    ------
+    ValueError
+        If ``value`` is none of these, or the string is not an admissible target.
+
+    Examples
+    --------
+    >>> from dmftsolve import Problem
+    >>> from dmftsolve.problem import as_target
+    >>> as_target("z1*z2").k
+    2
+    >>> as_target(Problem.build(target="abs(z)")).expr
+    'abs(z)'
+    >>> as_target(3)
+    Traceback (most recent call last):
+        ...
+    ValueError: target_or_problem must be a Target, a Problem or an expression string, got 3
+    """
+    if isinstance(value, Problem):
+        return value.target
+    if isinstance(value, Target):
+        return value
+    if isinstance(value, str):
+        return Target(value)
+    raise ValueError(f"{name} must be a Target, a Problem or an expression string, got {value!r}")

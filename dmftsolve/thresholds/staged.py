@@ -56,10 +56,11 @@ import numpy as np
 import sympy as sp
 
 from dmftsolve.gaussian import gauss_hermite_rule
-from dmftsolve.problem import Target
+from dmftsolve.problem import Target, as_target
 from dmftsolve.results import Result, SolverError, Status
 from dmftsolve.thresholds.directions import _axis_indices, _label_features, _moments, _snap
-from dmftsolve.thresholds.weak_recovery import _as_target, _strip_constants, alg_threshold
+from dmftsolve.thresholds.weak_recovery import alg_threshold
+from dmftsolve.thresholds.weak_recovery.standardize import strip_constants
 
 __all__ = ["StagedThreshold", "staged_alg_threshold"]
 
@@ -185,7 +186,7 @@ def _node_value(base: sp.Expr, easy_syms: list[sp.Symbol], zsym: sp.Symbol, u: n
     if zsym not in expr.free_symbols:  # h_u does not see z_V: G ≡ 0
         return {"delta_alg": math.inf, "rho": 0.0, "rho_error": 0.0, "trivial": False,
                 "method": "constant", "status": Status.SUCCESS, "message": ""}
-    key = sp.srepr(_strip_constants(expr, [zsym, sp.Symbol("eps", real=True)]))
+    key = sp.srepr(strip_constants(expr, [zsym, sp.Symbol("eps", real=True)]))
     if key in cache:
         return cache[key]
     res = alg_threshold(Target._from_sympy(expr, 1), rtol=node_rtol, throw=False)
@@ -293,7 +294,7 @@ def staged_alg_threshold(
     (True, True, (0,), (1,))
     """
     start = time.perf_counter()
-    target = _as_target(target_or_problem)
+    target = as_target(target_or_problem)
     _check_inputs(nodes, max_nodes, rtol)
     names = target.variable_names
     k = int(target.k)  # type: ignore[arg-type]
