@@ -63,8 +63,8 @@ def _domain_problem(target: Target) -> str | None:
     """Why the label is not real and finite for ``z ~ N(0, I)`` (and ``ε``), or None (one line).
 
     The label is evaluated at 256 fixed Gaussian points: ``sqrt(z)``, ``log(z)``,
-    ``z**0.5`` are NaN for half of them, and used to run until GD reported a
-    "non-finite gradient" as if the step size were at fault.
+    ``z**0.5`` are NaN for half of them. Unrefused, such a label makes GD's gradient
+    non-finite, which reads as a step size at fault.
     """
     pts = np.random.default_rng(2026).standard_normal((256, len(target.symbols)))
     with np.errstate(all="ignore"):
