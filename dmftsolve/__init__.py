@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from dmftsolve._lazy import lazy_getattr
 from dmftsolve._version import __version__ as __version__
-from dmftsolve.problem import Init, Loss, Network, Problem, Target, Training, check_delta
+from dmftsolve.checks import check_delta
+from dmftsolve.problem import Init, Loss, Network, Problem, Target, Training
 from dmftsolve.results import SolverError, Status
 
 _LAZY = {

@@ -13,6 +13,10 @@ Conventions are those of ``docs/theory.md`` §1:
 * GD ``W ← (1 − ηλ) W − (η/n) Xᵀ G`` for ``steps`` steps and, with a bias,
   ``b ← b − (η/n) Σ_i G_i`` (no ridge on ``b``, ``b⁰ = 0``).
 
+Construction checks every input: the values with :mod:`dmftsolve.checks`, and
+whether the target, activation and loss are fit to train on with the rules of
+:mod:`dmftsolve.admissibility`.
+
 Examples
 --------
 >>> from dmftsolve import Problem
@@ -25,10 +29,9 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-import math
 import numbers
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Literal
@@ -44,112 +47,11 @@ from dmftsolve._symbolic import (
     parse_expression,
 )
 from dmftsolve.activations import NAMED_ACTIVATIONS, R
+from dmftsolve.admissibility import activation_problem, loss_problem, resolution_problem, target_problem
+from dmftsolve.checks import check_integer, check_matrix, check_real, check_sequence, short_repr
 from dmftsolve.losses import NAMED_LOSSES, F, Y
 
-__all__ = ["Target", "Network", "Loss", "Init", "Training", "Problem", "check_delta", "check_integer",
-           "check_real"]
-
-
-def check_real(name: str, value: Any, *, positive: bool = False, nonnegative: bool = False) -> float:
-    """Return ``value`` as a float, raising ``ValueError`` naming ``name`` if it is unfit.
-
-    Accepted: Python and numpy integers and floats (and other real number
-    types such as :class:`fractions.Fraction`) whose value is finite in double
-    precision. Refused: booleans (``True`` is not the number 1 here), strings
-    and bytes (``"12"`` is text, not a number), complex numbers, NaN, infinities
-    and integers too large for a double (``10**400``).
-
-    Parameters
-    ----------
-    name : str
-        The parameter's name, used in the message.
-    value : object
-        The value to check.
-    positive, nonnegative : bool
-        Require ``value > 0`` or ``value >= 0``.
-
-    Returns
-    -------
-    float
-
-    Raises
-    ------
-    ValueError
-        One line naming ``name`` and ``value``.
-    """
-    if isinstance(value, (bool, np.bool_)):
-        raise ValueError(f"{name} must be a real number, got the boolean {value!r}")
-    if isinstance(value, (str, bytes)) or not isinstance(value, numbers.Real):
-        if not (isinstance(value, np.ndarray) and value.ndim == 0 and value.dtype.kind in "iuf"):
-            raise ValueError(f"{name} must be a real number, got {_short(value)}")
-    try:
-        v = float(value)
-    except OverflowError:
-        raise ValueError(f"{name} must be finite in double precision, got {_short(value, 40)}") from None
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a real number, got {_short(value)}") from None
-    if not math.isfinite(v):
-        raise ValueError(f"{name} must be finite, got {_short(value, 40)}")
-    if positive and v <= 0:
-        raise ValueError(f"{name} must be > 0, got {_short(value, 40)}")
-    if nonnegative and v < 0:
-        raise ValueError(f"{name} must be >= 0, got {_short(value, 40)}")
-    return v
-
-
-def check_integer(name: str, value: Any, minimum: int, maximum: int | None = None) -> int:
-    """Return ``value`` as an int in ``[minimum, maximum]``, raising ``ValueError`` naming ``name`` otherwise.
-
-    Booleans and strings are refused; a float is accepted only if it is a
-    whole number (``3.0``).
-    """
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
-        if isinstance(value, (float, np.floating)) and math.isfinite(value) and float(value).is_integer():
-            value = int(value)
-        else:
-            raise ValueError(f"{name} must be an integer, got {_short(value, 40)}")
-    if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {_short(value, 40)}")
-    if maximum is not None and value > maximum:
-        raise ValueError(f"{name} must be <= {maximum}, got {_short(value, 40)}")
-    return int(value)
-
-
-def check_delta(delta: Any) -> float:
-    """Validate the sample ratio ``δ = n/d`` and return it as a float.
-
-    Parameters
-    ----------
-    delta : real number
-        The number of samples per input dimension, ``δ = n/d``: a finite real
-        number ``> 0`` (a Python or numpy int or float; not a boolean or a
-        string). Checked by :func:`check_real`.
-
-    Returns
-    -------
-    float
-        ``delta`` as a float.
-
-    Raises
-    ------
-    ValueError
-        One line naming ``delta``, if it is not a finite real number ``> 0``.
-
-    Examples
-    --------
-    >>> from dmftsolve import check_delta
-    >>> check_delta(2)
-    2.0
-    >>> check_delta(0)
-    Traceback (most recent call last):
-        ...
-    ValueError: delta must be > 0, got 0
-    >>> check_delta("4")
-    Traceback (most recent call last):
-        ...
-    ValueError: delta must be a real number, got '4'
-    """
-    return check_real("delta", delta, positive=True)
+__all__ = ["Target", "Network", "Loss", "Init", "Training", "Problem", "as_target"]
 
 
 class _Frozen:
@@ -162,33 +64,6 @@ class _Frozen:
         self.__dict__.update(state)
 
 
-#: Verdicts of the numerical checks of targets, activations and losses, by their text: the
-#: checks compile and evaluate the expression (milliseconds), and Problem.replace rebuilds often.
-_CHECKED: dict[tuple[Any, ...], str | None] = {}
-
-
-def _cached_check(key: tuple[Any, ...], check: Callable[[], str | None]) -> str | None:
-    """``check()``, remembered under ``key`` (at most 1024 entries)."""
-    if key not in _CHECKED:
-        if len(_CHECKED) >= 1024:
-            _CHECKED.clear()
-        _CHECKED[key] = check()
-    return _CHECKED[key]
-
-
-def _number_sequence(name: str, value: Any) -> tuple[Any, ...]:
-    """``value`` as a tuple, refusing text, mappings and scalars that are not sequences.
-
-    ``tuple("12")`` would silently give ``("1", "2")``; this raises instead.
-    The entries are checked by the caller (:func:`check_real`, :func:`check_integer`).
-    """
-    if isinstance(value, np.ndarray) and value.ndim == 1:
-        return tuple(value.tolist())
-    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Sequence):
-        raise ValueError(f"{name} must be a sequence of numbers (a list or tuple), got {_short(value)}")
-    return tuple(value)
-
-
 # --------------------------------------------------------------------------- target
 #: Largest network width ``m`` and number of GD steps a problem takes (beyond them the
 #: arrays cannot be allocated: ``m = 10**19`` ended in an OverflowError, ``steps = 10**19``
@@ -198,12 +73,6 @@ MAX_STEPS = 10**9
 _Z_INDEXED = re.compile(r"^z([1-9][0-9]*)$")
 #: Largest latent dimension ``k`` (explicit, or implied by the highest index ``zk`` used).
 MAX_K = 1000
-
-
-def _short(value: Any, limit: int = 80) -> str:
-    """``repr`` of ``value`` cut to ``limit`` characters, for one-line error messages."""
-    text = repr(value)
-    return text if len(text) <= limit else text[:limit] + "…"
 
 
 @dataclass(frozen=True)
@@ -238,7 +107,7 @@ class Target(_Frozen):
 
     def __post_init__(self) -> None:
         if not isinstance(self.expr, str):
-            raise ValueError(f"target must be an expression string, got {_short(self.expr)}")
+            raise ValueError(f"target must be an expression string, got {short_repr(self.expr)}")
         # type and length only: names are checked by the parser below
         names = expression_names(self.expr, parameter="target")
         indexed = sorted(n for n in names if _Z_INDEXED.match(n))
@@ -246,13 +115,13 @@ class Target(_Frozen):
         oversize = [n for n in indexed if len(n) - 1 > len(str(MAX_K)) or int(n[1:]) > MAX_K]
         if oversize:
             raise ValueError(
-                f"target: latent index {_short(oversize[0], 24)} exceeds the largest allowed "
+                f"target: latent index {short_repr(oversize[0], 24)} exceeds the largest allowed "
                 f"latent dimension {MAX_K}"
             )
         indices = [int(n[1:]) for n in indexed]
         if "z" in names and indices:
             raise ValueError(
-                f"target={_short(self.expr)} mixes 'z' with indexed 'z1…zk'; use one or the other"
+                f"target={short_repr(self.expr)} mixes 'z' with indexed 'z1…zk'; use one or the other"
             )
         used_k = max(indices) if indices else 1
         k = used_k if self.k is None else check_integer("k", self.k, minimum=1)
@@ -261,13 +130,12 @@ class Target(_Frozen):
         if k < used_k:
             raise ValueError(f"k={k} is smaller than the largest latent index used ({used_k})")
         if "z" in names and k > 1:
-            raise ValueError(f"target={_short(self.expr)} uses the single latent 'z' but k={k}; with "
+            raise ValueError(f"target={short_repr(self.expr)} uses the single latent 'z' but k={k}; with "
                              f"k > 1 name the latents z1 … z{k} (e.g. 'z1**2')")
         object.__setattr__(self, "k", k)
         # validate now, so that errors surface at construction
         _ = self.sympy_expr
-        reason = _cached_check(("target", self.expr, k), lambda: _domain_problem(self)
-                               or _pole_problem(self) or _growth_problem(self))
+        reason = target_problem(self)
         if reason is not None:
             raise ValueError(reason)
 
@@ -320,201 +188,6 @@ class Target(_Frozen):
         return self._compiled(*np.moveaxis(z, -1, 0), eps)
 
 
-_BOUNDED = (sp.sin, sp.cos, sp.tanh, sp.erf, sp.erfc, sp.atan, sp.sign, sp.Heaviside)
-
-
-def _domain_problem(target: Target) -> str | None:
-    """Why the label is not real and finite for ``z ~ N(0, I)`` (and ``ε``), or None (one line).
-
-    The label is evaluated at 256 fixed Gaussian points: ``sqrt(z)``, ``log(z)``,
-    ``z**0.5`` are NaN for half of them, and used to run until GD reported a
-    "non-finite gradient" as if the step size were at fault.
-    """
-    pts = np.random.default_rng(2026).standard_normal((256, len(target.symbols)))
-    with np.errstate(all="ignore"):
-        y = target(pts[:, :-1], pts[:, -1])
-    bad = np.nonzero(~np.isfinite(y))[0]
-    if bad.size == 0:
-        return None
-    i = int(bad[0])
-    names = target.variable_names[:3]
-    where = ", ".join(f"{n} = {pts[i, j]:.3g}" for j, n in enumerate(names))
-    if target.noisy:
-        where += f", eps = {pts[i, -1]:.3g}"
-    return (f"target={_short(target.expr)} is not real and finite for Gaussian latents: at {where} "
-            f"it is {y[i]} ({bad.size} of 256 test points; a square root, logarithm or fractional power "
-            "of a negative number, or a pole?); labels must be finite real numbers")
-
-
-def _growth_problem(target: Target) -> str | None:
-    """Why ``y`` grows too fast for a finite variance (``exp(c z²)``, ``c >= 1/4``), or None.
-
-    ``log|h|`` is evaluated at ``t = 6, 8, 10`` along each latent axis (the first 50),
-    the diagonal and the noise axis, both ways; its second difference estimates the
-    coefficient ``c`` of ``t²``. ``E[exp(2c z²)]`` diverges for ``c >= 1/4``
-    (``exp(z**2)``), and a label that overflows double precision at ``|z| = 10`` is
-    refused too.
-    """
-    k = len(target.symbols) - 1
-    free = target.sympy_expr.free_symbols
-    used = [i for i in range(k) if target.symbols[i] in free][:50]  # the latents the label uses
-    eye = np.eye(k + 1)
-    dirs = [eye[i] for i in used]
-    if len(used) > 1:
-        dirs.append(eye[used].sum(axis=0) / math.sqrt(len(used)))
-    if target.noisy:
-        dirs.append(eye[k])
-    if not dirs:  # a constant label
-        return None
-    t = np.array([6.0, 8.0, 10.0])
-    pts = np.array([s * tt * d for d in dirs for s in (1.0, -1.0) for tt in t])
-    typical = np.random.default_rng(2029).standard_normal((256, k + 1))
-    with np.errstate(all="ignore"):
-        y = target(pts[:, :-1], pts[:, -1])
-        g = np.log(np.abs(y)).reshape(-1, 3)
-        base = float(np.log(np.median(np.abs(target(typical[:, :-1], typical[:, -1])))))
-    for row, (vals, yy) in enumerate(zip(g, y.reshape(-1, 3), strict=True)):
-        d = dirs[row // 2]
-        along = ("the noise" if target.noisy and d[-1] == 1 else "the diagonal" if np.count_nonzero(d) > 1
-                 else target.variable_names[int(np.argmax(d))])
-        if not np.all(np.isfinite(yy)):
-            return (f"target={_short(target.expr)} overflows double precision at |{along}| = 10 (it is "
-                    f"{yy[~np.isfinite(yy)][0]}): too steep for a label of Gaussian latents")
-        if not np.all(np.isfinite(vals)):
-            continue  # a zero of h at a test point: no growth to measure there
-        c = (vals[2] - 2 * vals[1] + vals[0]) / 8.0
-        # growing (not an oscillation near a zero of h), and far above the label's typical size
-        grows = vals[0] < vals[1] < vals[2] and (not math.isfinite(base) or vals[2] - base >= 20.0)
-        if c >= 0.245 and grows:
-            return (f"target={_short(target.expr)} has no finite variance: along {along} it grows like "
-                    f"exp({c:.3g}·t²), and E[exp(2c z²)] is infinite for c >= 1/4")
-    return None
-
-
-def label_resolution(target: Target) -> tuple[str, str, str, float] | None:
-    """How well double precision resolves the label: ``(spread, center, miss, miss/spread)``, or None.
-
-    The label is evaluated at 16 fixed Gaussian points in double precision and in
-    50-digit mpmath arithmetic. ``spread`` is the range of the exact values,
-    ``center`` their median and ``miss`` the largest error of the double-precision
-    values (the ratio is taken in mpmath: both may be below the smallest double).
-    ``miss`` comparable to ``spread`` means the doubles do not see the
-    variation of ``y`` (``z**2 + 1e300`` and ``(1/2)**3000*z**2`` are constant in
-    double precision). None when mpmath cannot evaluate the label or it is constant.
-
-    Parameters
-    ----------
-    target : Target
-        The label.
-
-    Returns
-    -------
-    tuple or None
-        ``spread``, ``center`` and ``miss`` as text (they may be below the smallest
-        double: ``(1/2)**3000*z**2``), and ``miss/spread`` as a float.
-    """
-    syms = list(target.symbols)
-    pts = np.random.default_rng(20261203).standard_normal((16, len(syms))) * 1.5
-    with np.errstate(all="ignore"):
-        y = target(pts[:, :-1], pts[:, -1])
-    try:
-        import mpmath
-
-        exact_fn = sp.lambdify(syms, target.sympy_expr, modules="mpmath")
-        # enough digits that 1e300 + z**2 keeps its z**2: 40 more than the largest decade of a
-        # number in the expression
-        decades = [abs(float(mpmath.log10(abs(mpmath.mpf(a))))) for a in target.sympy_expr.atoms(sp.Number)
-                   if a != 0 and a.is_finite]
-        with mpmath.workdps(40 + min(int(max(decades, default=0)), 1200)):
-            exact = [mpmath.mpf(exact_fn(*map(mpmath.mpf, row.tolist()))) for row in pts]
-            if not all(mpmath.isfinite(v) for v in exact) or not np.all(np.isfinite(y)):
-                return None
-            spread_mp = max(exact) - min(exact)
-            if not spread_mp > 0:
-                return None
-            miss_mp = max(abs(mpmath.mpf(float(a)) - b) for a, b in zip(y, exact, strict=True))
-            # the ratio in mpmath: spread and miss may both be below the smallest double
-            ratio = float(miss_mp / spread_mp)
-            spread, miss = mpmath.nstr(spread_mp, 3), mpmath.nstr(miss_mp, 3)
-            center = mpmath.nstr(sorted(exact)[len(exact) // 2], 6)
-    except Exception:  # noqa: BLE001 - a function mpmath lacks, a complex value: no verdict
-        return None
-    return spread, center, miss, ratio
-
-
-def _pole_candidates(expr: sp.Expr, power: float = 1.0) -> list[tuple[sp.Expr, float]]:
-    """``(base, order)`` for each ``base**(-order)`` (and ``tan``) that can make ``|y|`` unbounded.
-
-    The tree is walked through sums, products, powers, ``Abs``, ``Max``, ``Min`` and
-    ``tan``; bounded functions (``sin``, ``tanh``, ``erf``, …) and others (``exp``,
-    ``log``) are not entered, so ``sin(1/z)`` is not a candidate.
-    """
-    if not expr.free_symbols:
-        return []
-    out: list[tuple[sp.Expr, float]] = []
-    if isinstance(expr, sp.Pow) and expr.exp.is_number and expr.exp.is_real:
-        e = float(expr.exp)
-        if e < 0 and expr.base.free_symbols:
-            base = expr.base
-            while isinstance(base, sp.Abs):  # |u|**(-p): the zero of u, where u changes sign
-                base = base.args[0]
-            out.append((base, -e * power))
-        return out + _pole_candidates(expr.base, power * abs(e))
-    if isinstance(expr, sp.tan):
-        return [(sp.cos(expr.args[0]), power)]
-    if isinstance(expr, (sp.Add, sp.Mul, sp.Abs, sp.Max, sp.Min)):
-        for arg in expr.args:
-            out += _pole_candidates(arg, power)
-    return out
-
-
-def _pole_problem(target: Target) -> str | None:
-    """Why ``y`` has no finite variance because of a pole, or None (one line).
-
-    For each candidate ``base**(-p)`` with ``p >= 1/2`` (see
-    :func:`_pole_candidates`) the base is evaluated at fixed Gaussian points;
-    where it changes sign between two points its zero on the segment is found
-    by bisection, and the label evaluated next to it: ``|y| > 1e6 (1 + median |y|)``
-    confirms the pole (a removable one, as in ``(z**2 - 1)/(z - 1)``, stays
-    finite). A pole of order ``p >= 1/2`` on a set of positive density makes
-    ``E[y²] = ∞`` (``∫ |u|^(-2p) du`` diverges at 0).
-    """
-    candidates = [(b, p) for b, p in _pole_candidates(target.sympy_expr) if p >= 0.5]
-    if not candidates:
-        return None
-    symbols = list(target.symbols)
-    rng = np.random.default_rng(30)
-    pts = rng.standard_normal((4096, len(symbols))) * 1.5
-    with np.errstate(all="ignore"):
-        y = target(pts[:, :-1], pts[:, -1])
-        typical = 1.0 + float(np.nanmedian(np.abs(y)))
-        for base, order in candidates:
-            f = compile_expression(base, symbols)
-            b = f(*pts.T)
-            sign = np.sign(b)
-            pos, neg = np.nonzero(sign > 0)[0], np.nonzero(sign < 0)[0]
-            zero = np.nonzero(b == 0)[0]
-            roots = [pts[i] for i in zero[:4]]
-            for i, j in zip(pos[:8], neg[:8], strict=False):
-                lo, hi = pts[i], pts[j]  # b(lo) > 0 > b(hi)
-                for _ in range(80):
-                    mid = (lo + hi) / 2
-                    if f(*mid) > 0:
-                        lo = mid
-                    else:
-                        hi = mid
-                roots.append(lo)
-            for r in roots:
-                near = r + 1e-13 * (1 + np.abs(r))
-                yr = target(near[None, :-1], near[None, -1])
-                if not np.all(np.isfinite(yr)) or float(np.abs(yr).max()) > 1e6 * typical:
-                    return (f"target={_short(target.expr)} has no finite variance: it has a pole "
-                            f"where {_short(str(base), 40)} = 0, of order {order:g} >= 1/2, so "
-                            "E[y²] is infinite; the theory and the simulator need labels with a "
-                            "finite variance")
-    return None
-
-
 # --------------------------------------------------------------------------- network
 @dataclass(frozen=True)
 class Network(_Frozen):
@@ -564,7 +237,7 @@ class Network(_Frozen):
         a = (1.0,) * m if self.a is None else self.a
         if isinstance(a, (str, bytes, Mapping)) or (not isinstance(a, (Sequence, np.ndarray))
                                                     and not isinstance(a, numbers.Real)):
-            raise ValueError(f"a must be a sequence of m={m} real numbers, got {_short(a)}")
+            raise ValueError(f"a must be a sequence of m={m} real numbers, got {short_repr(a)}")
         a = tuple(check_real(f"a[{j}]", v) for j, v in enumerate(
             [a] if isinstance(a, numbers.Real) else np.asarray(a, dtype=object).ravel()))
         if len(a) != m:
@@ -572,30 +245,16 @@ class Network(_Frozen):
         object.__setattr__(self, "a", a)
         _ = self.sympy_expr
         if self.activation not in NAMED_ACTIVATIONS:
-            reason = _cached_check(("activation", self.activation), self._domain_problem)
+            reason = activation_problem(self)
             if reason is not None:
                 raise ValueError(reason)
-
-    def _domain_problem(self) -> str | None:
-        """Why σ, σ' or σ'' is not finite at 256 fixed real test points, or None."""
-        r = np.random.default_rng(2027).standard_normal(256) * 3.0
-        for order in (0, 1, 2):
-            with np.errstate(all="ignore"):
-                v = self.sigma(r, order)
-            bad = np.nonzero(~np.isfinite(v))[0]
-            if bad.size:
-                what = ("it is", "its derivative is", "its second derivative is")[order]
-                return (f"activation={_short(self.activation)} is not finite on the real line: at "
-                        f"r = {r[bad[0]]:.3g} {what} {v[bad[0]]} ({bad.size} of 256 test points; a "
-                        "square root, logarithm or fractional power of a negative number, or a pole?)")
-        return None
 
     @cached_property
     def sympy_expr(self) -> sp.Expr:
         """The activation σ(r) as a sympy expression."""
         if not isinstance(self.activation, str):
             raise ValueError(
-                f"activation must be a name or an expression string, got {_short(self.activation)}"
+                f"activation must be a name or an expression string, got {short_repr(self.activation)}"
             )
         if self.activation in NAMED_ACTIVATIONS:
             return NAMED_ACTIVATIONS[self.activation]
@@ -651,34 +310,19 @@ class Loss(_Frozen):
     def __post_init__(self) -> None:
         _ = self.sympy_expr
         if self.name not in NAMED_LOSSES:
-            reason = _cached_check(("loss", self.name), self._domain_problem)
+            reason = loss_problem(self)
             if reason is not None:
                 raise ValueError(reason)
-
-    def _domain_problem(self) -> str | None:
-        """Why the loss or its first two f-derivatives is not finite at 256 test points, or None."""
-        pts = np.random.default_rng(2028).standard_normal((2, 256)) * 2.0
-        for order in (0, 1, 2):
-            with np.errstate(all="ignore"):
-                v = self(pts[0], pts[1], order)
-            bad = np.nonzero(~np.isfinite(v))[0]
-            if bad.size:
-                what = ("it is", "its derivative in f is", "its second derivative in f is")[order]
-                i = bad[0]
-                return (f"loss={_short(self.name)} is not finite: at y = {pts[0, i]:.3g}, f = "
-                        f"{pts[1, i]:.3g} {what} {v[i]} ({bad.size} of 256 test points; a square root, "
-                        "logarithm or fractional power of a negative number, or a pole?)")
-        return None
 
     @cached_property
     def sympy_expr(self) -> sp.Expr:
         if not isinstance(self.name, str):
-            raise ValueError(f"loss must be a name or an expression string, got {_short(self.name)}")
+            raise ValueError(f"loss must be a name or an expression string, got {short_repr(self.name)}")
         if self.name in NAMED_LOSSES:
             return NAMED_LOSSES[self.name]
         expr = parse_expression(self.name, ["y", "f"], parameter="loss")
         if F not in expr.free_symbols:
-            raise ValueError(f"loss={_short(self.name)} does not depend on the output f")
+            raise ValueError(f"loss={short_repr(self.name)} does not depend on the output f")
         return expr
 
     @cached_property
@@ -701,28 +345,6 @@ class Loss(_Frozen):
 
 
 # --------------------------------------------------------------------------- training
-def _real_matrix(name: str, value: Any) -> np.ndarray:
-    """``value`` as a 2-d float array; text, booleans and ragged nesting are refused."""
-    try:
-        raw = np.asarray(value)
-    except ValueError:  # ragged nesting
-        raise ValueError(f"{name} must be a matrix of real numbers, got {_short(value)}") from None
-    if raw.dtype == object:
-        flat = raw.ravel().tolist()
-        if not flat or not all(isinstance(v, numbers.Real) and not isinstance(v, (bool, np.bool_))
-                               for v in flat):
-            raise ValueError(f"{name} must be a matrix of real numbers, got {_short(value)}")
-    elif raw.dtype.kind not in "iuf":
-        raise ValueError(f"{name} must be a matrix of real numbers, got {_short(value)}")
-    try:
-        out = np.atleast_2d(raw.astype(float))
-    except OverflowError:
-        raise ValueError(f"{name} must be finite in double precision, got {_short(value)}") from None
-    if out.ndim != 2:
-        raise ValueError(f"{name} must be a matrix (2-d), got shape {out.shape}")
-    return out
-
-
 @dataclass(frozen=True)
 class Init(_Frozen):
     """Initialisation of the first layer.
@@ -778,8 +400,8 @@ class Init(_Frozen):
             return
         if self.M0 is None or self.Q0 is None:
             raise ValueError("a warm start needs both M0 (k×m) and Q0 (m×m)")
-        M0 = _real_matrix("M0", self.M0)
-        Q0 = _real_matrix("Q0", self.Q0)
+        M0 = check_matrix("M0", self.M0)
+        Q0 = check_matrix("Q0", self.Q0)
         if not np.all(np.isfinite(M0)):
             raise ValueError(f"M0 must be finite, got {self.M0!r}")
         if not np.all(np.isfinite(Q0)):
@@ -912,13 +534,9 @@ class Problem(_Frozen):
                 raise ValueError(f"{name} must be a {cls.__name__}, got {getattr(self, name)!r}")
         k, m = self.k, self.m
         # GD sees the labels in double precision: a label they do not resolve is a constant
-        res = _cached_check(("resolution", self.target.expr, k), lambda: label_resolution(self.target))
-        if res is not None and res[3] > 0.1:
-            spread, center, miss, _ = res
-            raise ValueError(
-                f"target={_short(self.target.expr)} is too flat for double precision: the label varies "
-                f"by {spread} around {center}, which doubles miss by {miss}, so GD would "
-                "train on a constant; remove the constant that dominates it or rescale it")
+        reason = resolution_problem(self.target)
+        if reason is not None:
+            raise ValueError(reason)
         bad = [i for i in self.training.hold_zero if i >= k]
         if bad:
             raise ValueError(f"hold_zero={self.training.hold_zero!r} names directions >= k={k}")
@@ -1020,8 +638,8 @@ class Problem(_Frozen):
         ValueError: m must be >= 1, got 0
         """
         m = check_integer("m", m, minimum=1, maximum=MAX_M)
-        a = None if a is None else _number_sequence("a", a)
-        hold_zero = _number_sequence("hold_zero", hold_zero)
+        a = None if a is None else check_sequence("a", a)
+        hold_zero = check_sequence("hold_zero", hold_zero)
         if M0 is None and Q0 is not None:
             raise ValueError(f"Q0 is the Gram of a warm start and needs M0 (the initial overlaps); got "
                              f"Q0={Q0!r} without M0")
@@ -1223,3 +841,45 @@ class Problem(_Frozen):
     def bias(self) -> bool:
         """Whether the first layer has a trained bias (``network.bias``)."""
         return self.network.bias
+
+
+def as_target(value: Target | Problem | str, name: str = "target_or_problem") -> Target:
+    """The :class:`Target` that ``value`` describes: itself, a problem's target, or a parsed string.
+
+    Parameters
+    ----------
+    value : Target, Problem or str
+        A target, a problem (which contributes its target) or an expression
+        string (parsed as ``Target(value)``).
+    name : str, optional
+        The parameter's name in the error message; default ``"target_or_problem"``.
+
+    Returns
+    -------
+    Target
+
+    Raises
+    ------
+    ValueError
+        If ``value`` is none of these, or the string is not an admissible target.
+
+    Examples
+    --------
+    >>> from dmftsolve import Problem
+    >>> from dmftsolve.problem import as_target
+    >>> as_target("z1*z2").k
+    2
+    >>> as_target(Problem.build(target="abs(z)")).expr
+    'abs(z)'
+    >>> as_target(3)
+    Traceback (most recent call last):
+        ...
+    ValueError: target_or_problem must be a Target, a Problem or an expression string, got 3
+    """
+    if isinstance(value, Problem):
+        return value.target
+    if isinstance(value, Target):
+        return value
+    if isinstance(value, str):
+        return Target(value)
+    raise ValueError(f"{name} must be a Target, a Problem or an expression string, got {value!r}")

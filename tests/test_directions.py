@@ -73,3 +73,44 @@ def test_bad_input() -> None:
         split_directions("z**2", nodes=2)
     with pytest.raises(ValueError, match="too large"):
         split_directions("z1*z2*z3*z4*z5 + eps")
+
+
+# ----------------------------------------------------------------------------- the public steps
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.booleans(), min_size=1, max_size=6), st.integers(min_value=0, max_value=2**32 - 1))
+@example([True, False], 0)
+@example([False, False, False], 0)
+def test_axis_indices_and_snap_on_rotated_axis_bases(mask: list, seed: int) -> None:
+    """A basis of span(e_i, i in S) in any orthonormal mixture has axis_indices S, and snaps to
+    the unit vectors; adding a non-axis vector makes it None and leaves the basis alone."""
+    from dmftsolve.thresholds.directions import axis_indices, snap_to_axes
+
+    k, S = len(mask), [i for i, m in enumerate(mask) if m]
+    rng = np.random.default_rng(seed)
+    Q, _ = np.linalg.qr(rng.standard_normal((len(S), len(S)))) if S else (np.zeros((0, 0)), None)
+    basis = np.eye(k)[:, S] @ Q
+    assert axis_indices(basis) == tuple(S)
+    np.testing.assert_array_equal(snap_to_axes(basis), np.eye(k)[:, S])
+    if k >= 2:
+        tilted = np.zeros((k, 1))
+        tilted[:2, 0] = [0.6, 0.8]
+        assert axis_indices(tilted) is None
+        assert snap_to_axes(tilted) is tilted
+
+
+def test_label_features_and_moments_closed_forms() -> None:
+    """For y = z the first feature is z itself, so the normalised moment E[z·z]/√E[z²] is 1
+    (Gauss–Hermite is exact for it); for y = z² every moment vanishes by symmetry."""
+    from dmftsolve.gaussian import gauss_hermite_rule
+    from dmftsolve.thresholds.directions import direction_moments, label_features
+
+    x, w = gauss_hermite_rule(1, 40)
+    z = x[:, :1]
+    psi = label_features(z[:, 0], w)
+    assert psi.shape == (40, 20)
+    np.testing.assert_allclose(psi[:, 0], z[:, 0], atol=1e-12)  # standardised z is z
+    B = direction_moments(z, w, psi, np.zeros((1, 0)), np.eye(1))
+    assert B.shape == (1, 20) and B[0, 0] == pytest.approx(1.0, abs=1e-12)
+    B2 = direction_moments(z, w, label_features(z[:, 0] ** 2, w), np.zeros((1, 0)), np.eye(1))
+    assert np.abs(B2).max() < 1e-12
+    assert label_features(np.ones(40), w).shape == (40, 0)  # a constant label: no test function

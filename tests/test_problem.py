@@ -276,3 +276,18 @@ def test_joint_compilation_returns_fresh_arrays() -> None:
         assert not np.may_share_memory(outs[0], outs[1])
     with pytest.raises(ValueError, match="complex"):
         compile_expressions([R, sp.I * R], [R])(r)
+
+
+def test_as_target_takes_targets_problems_and_text() -> None:
+    from dmftsolve.problem import as_target
+
+    t = Target("z1*z2")
+    assert as_target(t) is t
+    p = Problem.build(target="abs(z)")
+    assert as_target(p) is p.target
+    assert as_target("z**2 + eps") == Target("z**2 + eps")
+    for bad in (3, None, b"z**2", ["z**2"]):
+        with pytest.raises(ValueError, match="^target must be a Target, a Problem or an expression string"):
+            as_target(bad, name="target")
+    with pytest.raises(ValueError, match="is not real and finite"):
+        as_target("sqrt(z)")

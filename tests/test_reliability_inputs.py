@@ -13,8 +13,9 @@ import sympy as sp
 
 from dmftsolve import Problem
 from dmftsolve._symbolic import compile_expression, constant_problem, parse_expression
+from dmftsolve.checks import check_delta, check_integer, check_real
 from dmftsolve.cli import main
-from dmftsolve.problem import Network, Target, check_delta, check_integer, check_real
+from dmftsolve.problem import Network, Target
 from dmftsolve.simulation.sweeps import sweep
 
 

@@ -22,12 +22,14 @@ Reference values, with their origin:
 
 from __future__ import annotations
 
+import fractions
 import json
 import math
 
 import mpmath as mp
 import numpy as np
 import pytest
+import sympy as sp
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -216,12 +218,13 @@ def test_binned_error_covers_product_reference():
 def test_fibred_either_axis_same_value():
     # z1*z2 is monotone along both coordinates: fibres along z1 or along z2 must give the same F
     from dmftsolve.problem import Target
-    from dmftsolve.thresholds.weak_recovery import _fibred, _spectral
+    from dmftsolve.thresholds.weak_recovery.common import spectral
+    from dmftsolve.thresholds.weak_recovery.fibred import fibred_moments
 
     t = Target("z1*z2")
-    a, b = _fibred(t, 1e-8, axis=1), _fibred(t, 1e-8, axis=0)
+    a, b = fibred_moments(t, 1e-8, axis=1), fibred_moments(t, 1e-8, axis=0)
     assert a["converged"] and b["converged"]
-    la, lb = _spectral(a["T4"])[0], _spectral(b["T4"])[0]
+    la, lb = spectral(a["T4"])[0], spectral(b["T4"])[0]
     assert abs(la - lb) <= a["lam_err"] + b["lam_err"] + 1e-12
     assert 1 / la == pytest.approx(REF_PRODUCT, abs=1e-8)
 
@@ -330,3 +333,126 @@ def test_reported_error_covers_the_distance_to_the_closed_form(expr):
     assert abs(res.delta_alg - 0.5) <= res.error
     assert res.error < 1e-5
     assert "± " in repr(res) or res.error < 1e-10
+
+
+# ----------------------------------------------------------------------------- the method table and helpers
+@pytest.mark.parametrize(("method", "expr", "kwargs", "rho"), [
+    ("preimage", "z**2", {}, 2.0),                               # 1/δ_alg = Var(z²)
+    ("fibred", "z1*z2", {}, 1 / REF_PRODUCT),                    # Bessel closed form above
+    ("additive", "z**2 + 0.5*eps", {}, 1 / REF_Z2_NOISE05),      # mpmath constant above
+    ("binned", "sign(z1*z2)", {"n_samples": 2**16}, 4 / math.pi**2),  # closed form π²/4
+])
+def test_method_table_uniform_call(method, expr, kwargs, rho):
+    """Every entry of METHODS takes (target, MethodOptions) and returns an Estimate, the one
+    alg_threshold uses: the same ρ(F) to the last bit, and within its error of the reference."""
+    from dmftsolve.thresholds.weak_recovery import METHODS
+    from dmftsolve.thresholds.weak_recovery.common import Estimate, MethodOptions
+
+    assert list(METHODS) == ["preimage", "fibred", "additive", "binned"]
+    opts = MethodOptions(rtol=1e-8, rng=np.random.default_rng(0), **kwargs)
+    est = METHODS[method](Target(expr), opts)
+    assert isinstance(est, Estimate) and est.converged and not est.trivial
+    assert abs(est.spectral_radius - rho) <= est.spectral_radius_error + 1e-12
+    r = alg_threshold(expr, method=method, seed=0, **kwargs)
+    assert r.method == method and r.diagnostics["spectral_radius"] == est.spectral_radius
+
+
+@given(st.integers(min_value=1, max_value=5))
+@example(1)
+def test_sym_basis_is_frobenius_orthonormal_and_symmetric(k):
+    from dmftsolve.thresholds.weak_recovery.common import sym_basis
+
+    B = sym_basis(k)
+    assert B.shape == (k * (k + 1) // 2, k, k)
+    np.testing.assert_allclose(np.einsum("aij,bij->ab", B, B), np.eye(len(B)), atol=1e-15)
+    np.testing.assert_array_equal(B, np.swapaxes(B, 1, 2))
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(min_value=1, max_value=4), st.integers(min_value=0, max_value=2**32 - 1))
+@example(2, 0)
+def test_spectral_radius_of_one_atom(k, seed):
+    """G(y) ≡ A (one atom): F(M) = A M A on symmetric M has the eigenvalues λ_i λ_j (i <= j), so
+    ρ(F) = max(λ_max², λ_min²) and the Perron eigenmatrix is the outer square of its eigenvector."""
+    from dmftsolve.thresholds.weak_recovery.common import spectral
+
+    g = np.random.default_rng(seed).standard_normal((k, k))
+    A = (g + g.T) / 2
+    lam, vec = np.linalg.eigh(A)
+    rho, eigs, top = spectral(np.einsum("jk,li->jkli", A, A))
+    assert rho == pytest.approx(max(lam[0] ** 2, lam[-1] ** 2), rel=1e-12, abs=1e-14)
+    expected = sorted(lam[i] * lam[j] for i in range(k) for j in range(i, k))
+    np.testing.assert_allclose(eigs, expected, rtol=1e-10, atol=1e-12)
+    assert np.trace(top) >= 0
+
+
+def test_quadrature_estimate_notes_an_unreached_tolerance():
+    from dmftsolve.thresholds.weak_recovery.common import quadrature_estimate
+
+    out = {"Tm": np.zeros((1, 1)), "T4": np.full((1, 1, 1, 1), 2.0), "triv_err": 0.0, "lam_err": 1e-6,
+           "converged": False, "diagnostics": {"segments": 3}}
+    est = quadrature_estimate(out, rtol=1e-8)
+    assert est.spectral_radius == 2.0 and est.spectral_radius_error == 1e-6 and not est.converged
+    assert est.zero_tol == 10 * 1e-6 and est.accept == 1e-8 and not est.trivial  # 10 × the error
+    assert est.notes == ("quadrature did not reach rtol=1e-08 (error estimate 1e-06 on ρ(F))",)
+    assert est.diagnostics["segments"] == 3 and est.diagnostics["trivial_statistic"] == 0.0
+
+
+@pytest.mark.parametrize(("expr", "axis"), [("z1*z2", 1), ("z1 + z2**3", 1), ("z1**3 + z2**2", 0),
+                                            ("z1**2 - z2**2", None), ("z1**2 + z2**2", None)])
+def test_fibre_axis(expr, axis):
+    from dmftsolve.thresholds.weak_recovery.fibred import fibre_axis
+
+    assert fibre_axis(Target(expr)) == axis
+
+
+def test_has_atoms():
+    from dmftsolve.thresholds.weak_recovery.fibred import has_atoms, target_h2
+
+    rng = np.random.default_rng(0)
+    assert has_atoms(target_h2(Target("sign(z1*z2)")), rng)
+    assert has_atoms(target_h2(Target("Max(z1, 0)*z2")), rng)  # y = 0 for z1 < 0
+    assert not has_atoms(target_h2(Target("z1*z2")), rng)
+
+
+@pytest.mark.parametrize("c", [0.5, -2.0, 3e-3])
+def test_noise_ratio_is_c_over_the_spread_of_h0(c):
+    from dmftsolve.thresholds.weak_recovery.additive import additive_noise, noise_ratio
+
+    t = Target(f"z**2 + {c!r}*eps")
+    h0, found = additive_noise(t)
+    assert found == c
+    # std(z²) = √2; 4096 fixed draws estimate it to a few per cent
+    assert noise_ratio(t, (h0, found)) == pytest.approx(abs(c) / math.sqrt(2), rel=0.05)
+    assert noise_ratio(Target("1 + 0*z + eps"), (sp.Integer(1), 1.0)) == math.inf
+
+
+@given(st.fractions(min_value=-50, max_value=50, max_denominator=20),
+       st.fractions(min_value=-50, max_value=50, max_denominator=20))
+@example(fractions.Fraction(1), fractions.Fraction(0))
+@example(fractions.Fraction(-3, 7), fractions.Fraction(5))
+def test_strip_constants_removes_scale_and_offset(a, b):
+    from dmftsolve.thresholds.weak_recovery.standardize import strip_constants
+
+    z1, z2 = sp.symbols("z1 z2", real=True)
+    if a == 0:
+        return
+    base = z1 * z2 + z2**2
+    expr = sp.Rational(a.numerator, a.denominator) * base + sp.Rational(b.numerator, b.denominator)
+    assert strip_constants(expr, [z1, z2]) == base
+
+
+def test_standardize_and_embed_reduce_and_restore_the_latents():
+    from dmftsolve.thresholds.weak_recovery.standardize import embed, standardize
+
+    work, used, notes = standardize(Target("3*z2**2 + 1", k=3), reduce=True)
+    assert work.expr == "z**2" and used == [1] and len(notes) == 2
+    diagnostics = {"easy_subspace": np.array([[2.0]]), "F_eigenvalues": np.array([2.0])}
+    embed(diagnostics, used, 3)
+    expected = np.zeros((3, 3))
+    expected[1, 1] = 2.0
+    np.testing.assert_array_equal(diagnostics["easy_subspace"], expected)
+    np.testing.assert_array_equal(diagnostics["F_eigenvalues"], [0, 0, 0, 0, 0, 2.0])
+    assert diagnostics["latents_used"] == [1]
+    same, used, notes = standardize(Target("z1*z2"), reduce=True)
+    assert same.expr == "z1*z2" and used == [0, 1] and notes == []

@@ -197,9 +197,9 @@ def _pm(entry: dict[str, Any] | None) -> str:
 
 # --------------------------------------------------------------------------- the command
 def run(args: argparse.Namespace) -> int:
+    from dmftsolve.checks import check_delta
     from dmftsolve.cli._common import check_output_path
     from dmftsolve.hessian.law import Law
-    from dmftsolve.problem import check_delta
     from dmftsolve.results import SolverError
     from dmftsolve.thresholds.hessian_threshold import ThresholdSettings, hard_spectrum, restricted
 

@@ -132,11 +132,12 @@ import numpy as np
 import scipy.linalg as sla
 
 from dmftsolve._blas import blas_threads as blas_threads_limit
+from dmftsolve.checks import check_delta
 from dmftsolve.dynamics.pathwise import PATHWISE_MAX_BYTES, PathwiseResponse
 from dmftsolve.dynamics.response import ResponseEstimator, StepMoments
 from dmftsolve.dynamics.stein import SteinResponse, control_pairs, label_controls
 from dmftsolve.hessian.law import Law
-from dmftsolve.problem import Problem, check_delta
+from dmftsolve.problem import Problem
 from dmftsolve.results import Result, SolverError, Status
 from dmftsolve.seeds import SeedLike, as_generator, as_seed_sequence, child, seed_record
 from dmftsolve.success import direction_projections

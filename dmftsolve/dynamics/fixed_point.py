@@ -30,9 +30,10 @@ from typing import Any, Literal
 
 import numpy as np
 
+from dmftsolve.checks import check_delta
 from dmftsolve.gaussian import gauss_hermite_rule
 from dmftsolve.hessian.law import Law
-from dmftsolve.problem import Problem, check_delta
+from dmftsolve.problem import Problem
 from dmftsolve.results import Result, SolverError, Status
 
 __all__ = ["FixedPointSettings", "FixedPoint", "solve_fixed_point"]

@@ -54,7 +54,8 @@ from typing import Any, Literal
 
 import numpy as np
 
-from dmftsolve.problem import Problem, check_delta, check_integer
+from dmftsolve.checks import check_delta, check_integer
+from dmftsolve.problem import Problem
 from dmftsolve.results import Result, SolverError, Status
 
 __all__ = ["check_hard_overlap_problem", "HardOverlapSettings", "HardOverlapLaw", "RestrictedPaths",

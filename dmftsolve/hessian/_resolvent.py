@@ -17,8 +17,8 @@ import numpy as np
 from numpy.typing import ArrayLike
 from scipy.optimize import brentq
 
+from dmftsolve.checks import check_delta, check_real
 from dmftsolve.hessian.law import Law
-from dmftsolve.problem import check_delta, check_real
 from dmftsolve.results import SolverError
 
 TAIL_INDEX_THRESHOLD = -0.5

@@ -55,7 +55,8 @@ import numpy as np
 import scipy.linalg
 import scipy.sparse.linalg as spla
 
-from dmftsolve.problem import Problem, check_delta, check_integer
+from dmftsolve.checks import check_delta, check_integer
+from dmftsolve.problem import Problem
 from dmftsolve.results import Result, SolverError, Status
 from dmftsolve.seeds import SeedLike, as_seed_sequence, seed_record
 from dmftsolve.simulation.kernels import (

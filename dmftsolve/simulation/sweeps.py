@@ -32,7 +32,8 @@ from typing import Any
 
 import numpy as np
 
-from dmftsolve.problem import Problem, check_integer, check_real
+from dmftsolve.checks import check_integer, check_real
+from dmftsolve.problem import Problem
 from dmftsolve.results import Result, SolverError, Status, binomial_error, format_binomial
 from dmftsolve.seeds import SeedLike, as_seed_sequence, child, seed_record
 from dmftsolve.simulation.simulator import (
@@ -138,6 +139,86 @@ def _stats(run: SimulationResult, threshold: float, first_passage: bool = False)
     return out
 
 
+def _check_sweep_inputs(deltas: Any, trials: Any, success_threshold: Any, first_passage: Any,
+                        executor: Any, simulate_kwargs: Mapping[str, Any]) -> tuple[np.ndarray, int, float]:
+    """``(deltas, trials, success_threshold)`` checked, or a ``ValueError`` naming the first unfit one."""
+    allowed = {"gram", "record_every", "n_test", "hessian_at", "n_eigs", "dense_hessian",
+               "full_spectrum", "hard", "dtype", "block_rows", "blas_threads"}
+    unknown = sorted(set(simulate_kwargs) - allowed)
+    if unknown:
+        raise ValueError(f"unknown simulate keyword(s) {unknown}; allowed: {sorted(allowed)}")
+    if isinstance(deltas, (int, float, np.number)) and not isinstance(deltas, (bool, np.bool_)):
+        deltas = [deltas]
+    if isinstance(deltas, np.ndarray):
+        deltas = deltas.ravel().tolist()
+    if isinstance(deltas, (str, bytes, Mapping)) or not isinstance(deltas, Sequence):
+        raise ValueError(f"deltas must be a number or a sequence of numbers, got {deltas!r:.80}")
+    deltas_a = np.asarray([check_real("delta", x, positive=True) for x in deltas],
+                          dtype=float)
+    if deltas_a.size == 0:
+        raise ValueError(f"deltas must be a non-empty sequence, got {deltas!r}")
+    trials = check_integer("trials", trials, 1)
+    threshold = check_real("success_threshold", success_threshold)
+    if not 0.0 <= threshold < 1.0:
+        raise ValueError(f"success_threshold must be in [0, 1), got {success_threshold!r}")
+    if not isinstance(first_passage, (bool, np.bool_)):
+        raise ValueError(f"first_passage must be True or False, got {first_passage!r}")
+    if executor is not None and not isinstance(executor, Executor):
+        raise ValueError(f"executor must be a concurrent.futures.Executor, got {executor!r}")
+    return deltas_a, trials, threshold
+
+
+def _run_jobs(problem: Problem, prepared: list[Any], delta_seeds: list[Any], trials: int,
+              executor: Executor | None, progress: bool) -> dict[tuple[int, int], dict[str, Any]]:
+    """The output of :func:`run_trial` for every ``(δ index, trial)``, serially or on ``executor``."""
+    jobs = [(i, j) for j in range(trials) for i in range(len(prepared))]
+    outputs: dict[tuple[int, int], dict[str, Any]] = {}
+
+    from tqdm import tqdm
+
+    bar = tqdm(total=len(jobs), file=sys.stderr, disable=not progress, unit="run",
+               desc=f"sweep d={prepared[0][0]}")
+    try:
+        if executor is None:
+            for i, j in jobs:
+                dd, n, _, _, opts = prepared[i]
+                outputs[i, j] = run_trial(problem, dd, n, child(delta_seeds[i], j), opts)
+                bar.update(1)
+        else:
+            futures: dict[Future, tuple[int, int]] = {}
+            for i, j in jobs:
+                dd, n, _, _, opts = prepared[i]
+                fut = executor.submit(run_trial, problem, dd, n, child(delta_seeds[i], j), opts)
+                futures[fut] = (i, j)
+            for fut in as_completed(futures):
+                outputs[futures[fut]] = fut.result()
+                bar.update(1)
+    finally:
+        bar.close()
+    return outputs
+
+
+def _assemble(problem: Problem, prepared: list[Any], outputs: dict[tuple[int, int], dict[str, Any]],
+              delta_seeds: list[Any], trials: int, threshold: float,
+              first_passage: bool) -> tuple[list[SimulationResult], list[dict[str, float]], list[int]]:
+    """Per ``δ``: the trials stacked into one :class:`SimulationResult`, its statistics, and the
+    count of non-finite runs."""
+    runs: list[SimulationResult] = []
+    stats: list[dict[str, float]] = []
+    nonfinite: list[int] = []
+    for i, (dd, n, delta, _, opts) in enumerate(prepared):
+        outs = [outputs[i, j] for j in range(trials)]
+        seeds = [child(delta_seeds[i], j) for j in range(trials)]
+        elapsed = float(sum(o["elapsed"] for o in outs))
+        run = assemble_trials(outs, problem, dd, n, delta, seeds, opts, elapsed, root=delta_seeds[i])
+        runs.append(run)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            stats.append(_stats(run, threshold, first_passage))
+        nonfinite.append(sum(o["status"] is Status.NONFINITE for o in outs))
+    return runs, stats, nonfinite
+
+
 def sweep(
     problem: Problem,
     d: int,
@@ -206,70 +287,14 @@ def sweep(
     """
     t0 = time.perf_counter()
     throw = bool(simulate_kwargs.pop("throw", False))
-    allowed = {"gram", "record_every", "n_test", "hessian_at", "n_eigs", "dense_hessian",
-               "full_spectrum", "hard", "dtype", "block_rows", "blas_threads"}
-    unknown = sorted(set(simulate_kwargs) - allowed)
-    if unknown:
-        raise ValueError(f"unknown simulate keyword(s) {unknown}; allowed: {sorted(allowed)}")
-    if isinstance(deltas, (int, float, np.number)) and not isinstance(deltas, (bool, np.bool_)):
-        deltas = [deltas]
-    if isinstance(deltas, np.ndarray):
-        deltas = deltas.ravel().tolist()
-    if isinstance(deltas, (str, bytes, Mapping)) or not isinstance(deltas, Sequence):
-        raise ValueError(f"deltas must be a number or a sequence of numbers, got {deltas!r:.80}")
-    deltas_a = np.asarray([check_real("delta", x, positive=True) for x in deltas],
-                          dtype=float)
-    if deltas_a.size == 0:
-        raise ValueError(f"deltas must be a non-empty sequence, got {deltas!r}")
-    trials = check_integer("trials", trials, 1)
-    threshold = check_real("success_threshold", success_threshold)
-    if not 0.0 <= threshold < 1.0:
-        raise ValueError(f"success_threshold must be in [0, 1), got {success_threshold!r}")
-    if not isinstance(first_passage, (bool, np.bool_)):
-        raise ValueError(f"first_passage must be True or False, got {first_passage!r}")
-    if executor is not None and not isinstance(executor, Executor):
-        raise ValueError(f"executor must be a concurrent.futures.Executor, got {executor!r}")
+    deltas_a, trials, threshold = _check_sweep_inputs(deltas, trials, success_threshold, first_passage,
+                                                      executor, simulate_kwargs)
     prepared = [prepare_simulation(problem, d, x, trials=trials, **simulate_kwargs) for x in deltas_a]
     root = as_seed_sequence(seed)
     delta_seeds = [child(root, i) for i in range(len(deltas_a))]
-    jobs = [(i, j) for j in range(trials) for i in range(len(deltas_a))]
-    outputs: dict[tuple[int, int], dict[str, Any]] = {}
-
-    from tqdm import tqdm
-
-    bar = tqdm(total=len(jobs), file=sys.stderr, disable=not progress, unit="run",
-               desc=f"sweep d={prepared[0][0]}")
-    try:
-        if executor is None:
-            for i, j in jobs:
-                dd, n, _, _, opts = prepared[i]
-                outputs[i, j] = run_trial(problem, dd, n, child(delta_seeds[i], j), opts)
-                bar.update(1)
-        else:
-            futures: dict[Future, tuple[int, int]] = {}
-            for i, j in jobs:
-                dd, n, _, _, opts = prepared[i]
-                fut = executor.submit(run_trial, problem, dd, n, child(delta_seeds[i], j), opts)
-                futures[fut] = (i, j)
-            for fut in as_completed(futures):
-                outputs[futures[fut]] = fut.result()
-                bar.update(1)
-    finally:
-        bar.close()
-
-    runs: list[SimulationResult] = []
-    stats: list[dict[str, float]] = []
-    nonfinite: list[int] = []
-    for i, (dd, n, delta, _, opts) in enumerate(prepared):
-        outs = [outputs[i, j] for j in range(trials)]
-        seeds = [child(delta_seeds[i], j) for j in range(trials)]
-        elapsed = float(sum(o["elapsed"] for o in outs))
-        run = assemble_trials(outs, problem, dd, n, delta, seeds, opts, elapsed, root=delta_seeds[i])
-        runs.append(run)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)
-            stats.append(_stats(run, threshold, bool(first_passage)))
-        nonfinite.append(sum(o["status"] is Status.NONFINITE for o in outs))
+    outputs = _run_jobs(problem, prepared, delta_seeds, trials, executor, progress)
+    runs, stats, nonfinite = _assemble(problem, prepared, outputs, delta_seeds, trials, threshold,
+                                       bool(first_passage))
 
     def col(name: str) -> np.ndarray:
         return np.asarray([s[name] for s in stats], dtype=float)

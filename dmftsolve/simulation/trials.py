@@ -37,7 +37,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from dmftsolve.problem import Problem, check_delta, check_integer
+from dmftsolve.checks import check_delta, check_integer
+from dmftsolve.problem import Problem
 from dmftsolve.seeds import SeedLike, child
 from dmftsolve.simulation.kernels import default_block_rows
 

@@ -40,7 +40,8 @@ from scipy.linalg import null_space, orth
 from dmftsolve.gaussian import gauss_hermite_rule
 from dmftsolve.problem import Problem, Target
 
-__all__ = ["DirectionSplit", "split_directions"]
+__all__ = ["DirectionSplit", "axis_indices", "direction_moments", "label_features", "snap_to_axes",
+           "split_directions"]
 
 _MAX_POINTS = 300_000
 _CENTRES = np.linspace(-2.0, 2.0, 9)
@@ -82,12 +83,12 @@ class DirectionSplit:
     @property
     def hard_indices(self) -> tuple[int, ...] | None:
         """The hard subspace as coordinate indices, or ``None`` if it is not axis-aligned."""
-        return _axis_indices(self.hard)
+        return axis_indices(self.hard)
 
     @property
     def easy_indices(self) -> tuple[int, ...] | None:
         """The easy subspace as coordinate indices, or ``None`` if it is not axis-aligned."""
-        return _axis_indices(self.easy)
+        return axis_indices(self.easy)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -99,7 +100,30 @@ class DirectionSplit:
         }
 
 
-def _axis_indices(basis: np.ndarray, atol: float = 1e-8) -> tuple[int, ...] | None:
+def axis_indices(basis: np.ndarray, atol: float = 1e-8) -> tuple[int, ...] | None:
+    """The coordinate axes that span ``span(basis)``, or None if the subspace is not axis-aligned.
+
+    Parameters
+    ----------
+    basis : ndarray, shape (k, r)
+        Orthonormal columns.
+    atol : float, optional
+        Tolerance on the entries of the projector ``basis basisᵀ``.
+
+    Returns
+    -------
+    tuple of int or None
+        The 0-based axes in increasing order (``()`` for ``r = 0``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from dmftsolve.thresholds.directions import axis_indices
+    >>> axis_indices(np.array([[0.0], [-1.0], [0.0]]))
+    (1,)
+    >>> print(axis_indices(np.array([[1.0], [1.0]]) / np.sqrt(2)))
+    None
+    """
     if basis.shape[1] == 0:
         return ()
     P = basis @ basis.T
@@ -126,7 +150,24 @@ def _hermite_features(zE: np.ndarray, degree: int = 2) -> np.ndarray:
     return np.stack(feats, axis=1)
 
 
-def _label_features(y: np.ndarray, w: np.ndarray) -> np.ndarray:
+def label_features(y: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """The bounded test functions ``ψ(y)`` of the easy-direction test, at the quadrature nodes.
+
+    ``ỹ`` (the label standardised with the weights ``w``), ``tanh(ỹ)``, and
+    ``tanh(2(ỹ − c))`` and ``exp(−2(ỹ − c)²)`` at nine centres ``c`` in ``[-2, 2]``.
+
+    Parameters
+    ----------
+    y : ndarray, shape (n,)
+        Labels at the nodes.
+    w : ndarray, shape (n,)
+        Quadrature weights (summing to 1).
+
+    Returns
+    -------
+    ndarray, shape (n, 20)
+        One column per test function; ``(n, 0)`` for a constant label.
+    """
     mean = float(w @ y)
     std = float(np.sqrt(max(w @ (y - mean) ** 2, 0.0)))
     if std == 0.0 or not np.isfinite(std):
@@ -197,7 +238,7 @@ def split_directions(
         x, w = gauss_hermite_rule(dim, n)
         z = x[:, :k]
         y = target(z, x[:, k] if target.noisy else 0.0)
-        rules.append((z, w, y, _label_features(y, w)))
+        rules.append((z, w, y, label_features(y, w)))
 
     easy = np.zeros((k, 0))
     stages: list[int] = []
@@ -205,7 +246,7 @@ def split_directions(
     errors: list[float] = []
     while easy.shape[1] < k and rules[0][3].shape[1] > 0:
         rest = null_space(easy.T) if easy.shape[1] else np.eye(k)
-        B, Bc = (_moments(z, w, psi, easy, rest) for z, w, _, psi in rules)
+        B, Bc = (direction_moments(z, w, psi, easy, rest) for z, w, _, psi in rules)
         U, s, _ = np.linalg.svd(B, full_matrices=False)
         err = float(np.linalg.norm(B - Bc, 2)) if Bc.shape == B.shape else np.inf
         svals.append(s)
@@ -216,22 +257,63 @@ def split_directions(
         easy = orth(np.hstack([easy, rest @ new]))
         stages.append(new.shape[1])
     hard = null_space(easy.T) if easy.shape[1] else np.eye(k)
-    easy, hard = _snap(easy), _snap(hard)
+    easy, hard = snap_to_axes(easy), snap_to_axes(hard)
     return DirectionSplit(easy=easy, hard=hard, stages=tuple(stages), singular_values=tuple(svals), tol=tol,
                           quadrature_errors=tuple(errors))
 
 
-def _moments(z: np.ndarray, w: np.ndarray, psi: np.ndarray, easy: np.ndarray, rest: np.ndarray) -> np.ndarray:
-    """Normalised moments ``E[(restᵀz) φ_j]`` over the test family ``φ = ψ(y) × He(z_E)``."""
+def direction_moments(z: np.ndarray, w: np.ndarray, psi: np.ndarray, easy: np.ndarray,
+                      rest: np.ndarray) -> np.ndarray:
+    """Normalised moments ``E[(restᵀz) φ_j]`` over the test family ``φ = ψ(y) × He(z_E)``.
+
+    Parameters
+    ----------
+    z : ndarray, shape (n, k)
+        Latents at the quadrature nodes.
+    w : ndarray, shape (n,)
+        Quadrature weights.
+    psi : ndarray, shape (n, p)
+        Label features (:func:`label_features`).
+    easy : ndarray, shape (k, r)
+        Easy directions found so far (``r = 0`` at the first stage).
+    rest : ndarray, shape (k, k - r)
+        Orthonormal basis of their complement, the directions tested.
+
+    Returns
+    -------
+    ndarray, shape (k - r, p · q)
+        ``E[(restᵀz) φ_j]`` with each ``φ_j`` normalised to ``E[φ_j²] = 1`` (``q``
+        Hermite products of ``z_E`` of degree ``<= 2``); a direction is easy when
+        this matrix has a singular value above the tolerance.
+    """
     phi = (psi[:, :, None] * _hermite_features(z @ easy)[:, None, :]).reshape(z.shape[0], -1)
     norms = np.sqrt(w @ phi**2)
     phi = phi / np.where(norms > 1e-12, norms, np.inf)
     return (z @ rest).T @ (w[:, None] * phi)
 
 
-def _snap(basis: np.ndarray) -> np.ndarray:
-    """Return an axis-aligned basis when the subspace is spanned by coordinate axes."""
-    idx = _axis_indices(basis, atol=1e-6)
+def snap_to_axes(basis: np.ndarray) -> np.ndarray:
+    """``basis`` replaced by unit coordinate vectors when its span is that of coordinate axes.
+
+    Parameters
+    ----------
+    basis : ndarray, shape (k, r)
+        Orthonormal columns.
+
+    Returns
+    -------
+    ndarray, shape (k, r)
+        The axes of :func:`axis_indices` (tolerance ``1e-6``) as columns, in
+        increasing order, or ``basis`` itself if its span is not axis-aligned.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from dmftsolve.thresholds.directions import snap_to_axes
+    >>> snap_to_axes(np.array([[1e-9], [-1.0]])).ravel().tolist()
+    [0.0, 1.0]
+    """
+    idx = axis_indices(basis, atol=1e-6)
     if idx is None:
         return basis
     out = np.zeros_like(basis)

@@ -68,8 +68,9 @@ from typing import Any
 import numpy as np
 from scipy.special import ndtri
 
+from dmftsolve.checks import check_delta, check_integer
 from dmftsolve.dynamics.dmft import give_up_window, gives_up
-from dmftsolve.problem import Problem, check_delta, check_integer
+from dmftsolve.problem import Problem
 from dmftsolve.results import Result, SolverError, Status, binomial_error
 from dmftsolve.thresholds.delta50 import probit_fit, search_delta_50
 

@@ -58,12 +58,13 @@ import numpy as np
 from scipy.optimize import bisect
 
 from dmftsolve._blas import blas_threads
+from dmftsolve.checks import check_delta
 from dmftsolve.dynamics.dmft import check_null_rtol, solve_dmft
 from dmftsolve.dynamics.fixed_point import FixedPointSettings, solve_fixed_point
 from dmftsolve.hessian.law import Law
 from dmftsolve.hessian.outlier_equation import Outliers, outliers
 from dmftsolve.hessian.spectrum import TAIL_INDEX_THRESHOLD, tail_index
-from dmftsolve.problem import Problem, check_delta
+from dmftsolve.problem import Problem
 from dmftsolve.results import Result, SolverError, Status
 from dmftsolve.thresholds.directions import DirectionSplit, split_directions
 from dmftsolve.thresholds.weak_recovery import alg_threshold

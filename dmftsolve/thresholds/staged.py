@@ -56,10 +56,11 @@ import numpy as np
 import sympy as sp
 
 from dmftsolve.gaussian import gauss_hermite_rule
-from dmftsolve.problem import Target
+from dmftsolve.problem import Target, as_target
 from dmftsolve.results import Result, SolverError, Status
-from dmftsolve.thresholds.directions import _axis_indices, _label_features, _moments, _snap
-from dmftsolve.thresholds.weak_recovery import _as_target, _strip_constants, alg_threshold
+from dmftsolve.thresholds.directions import axis_indices, direction_moments, label_features, snap_to_axes
+from dmftsolve.thresholds.weak_recovery import alg_threshold
+from dmftsolve.thresholds.weak_recovery.standardize import strip_constants
 
 __all__ = ["StagedThreshold", "staged_alg_threshold"]
 
@@ -136,17 +137,17 @@ def _linear_easy(target: Target, tol: float = 1e-7) -> tuple[tuple[int, ...] | N
         x, w = gauss_hermite_rule(dim, n)
         z = x[:, :k]
         y = target(z, x[:, k] if target.noisy else 0.0)
-        psi = _label_features(y, w)
+        psi = label_features(y, w)
         if psi.shape[1] == 0:  # a constant label: nothing is easy
             return (), np.zeros(0)
-        moments.append(_moments(z, w, psi, np.zeros((k, 0)), np.eye(k)))
+        moments.append(direction_moments(z, w, psi, np.zeros((k, 0)), np.eye(k)))
     B, Bc = moments
     U, s, _ = np.linalg.svd(B, full_matrices=False)
     err = float(np.linalg.norm(B - Bc, 2))
     easy = U[:, s > tol + 2 * err]
     if easy.shape[1] == 0:
         return (), s
-    return _axis_indices(_snap(easy), atol=1e-6), s
+    return axis_indices(snap_to_axes(easy), atol=1e-6), s
 
 
 def _coordinate(j: Any, names: tuple[str, ...]) -> int:
@@ -185,7 +186,7 @@ def _node_value(base: sp.Expr, easy_syms: list[sp.Symbol], zsym: sp.Symbol, u: n
     if zsym not in expr.free_symbols:  # h_u does not see z_V: G ≡ 0
         return {"delta_alg": math.inf, "rho": 0.0, "rho_error": 0.0, "trivial": False,
                 "method": "constant", "status": Status.SUCCESS, "message": ""}
-    key = sp.srepr(_strip_constants(expr, [zsym, sp.Symbol("eps", real=True)]))
+    key = sp.srepr(strip_constants(expr, [zsym, sp.Symbol("eps", real=True)]))
     if key in cache:
         return cache[key]
     res = alg_threshold(Target._from_sympy(expr, 1), rtol=node_rtol, throw=False)
@@ -222,6 +223,141 @@ def _rule(base: sp.Expr, easy_syms: list[sp.Symbol], zsym: sp.Symbol, n: int,
                    if not v["status"].ok],
         "mean": float(w[finite] @ rho[finite]), "node_error": float(w[finite] @ rho_err[finite]),
     }
+
+
+# --------------------------------------------------------------------------- steps
+def _easy_coordinates(target: Target, easy: Any, warnings: list[str]) -> tuple[tuple[int, ...], np.ndarray]:
+    """The easy coordinates ``U`` (given, or found by the first-stage test) and the test's singular values.
+
+    Given coordinates the first-stage test does not find easy are kept, with a warning.
+    """
+    names = target.variable_names
+    k = int(target.k)  # type: ignore[arg-type]
+    if easy is None or k + int(target.noisy) <= _MAX_TEST_DIM:
+        linear, svals = _linear_easy(target)
+    else:  # explicit easy coordinates and too many dimensions for the check
+        linear, svals = None, np.zeros(0)
+    if easy is None:
+        if linear is None:
+            raise NotImplementedError(
+                f"target={target.expr!r}: the directions with E[z|y] ≠ 0 are not coordinate-aligned "
+                "(e.g. z1 + z2 learns (z1 + z2)/√2 and leaves z1 − z2 hard); only coordinate-aligned "
+                "easy and hard directions are implemented: give easy= explicitly to condition on "
+                "whole coordinates")
+        if not linear:
+            raise ValueError(f"target={target.expr!r} has no easy direction (E[z|y] = 0, nothing is "
+                             "learned by a linear step): the plain alg_threshold applies")
+        return tuple(sorted(linear)), svals
+    if isinstance(easy, (str, int, np.integer)):
+        easy = (easy,)
+    try:
+        U = tuple(sorted({_coordinate(j, names) for j in easy}))
+    except TypeError:
+        raise ValueError(f"easy must be a sequence of coordinates (indices or names), "
+                         f"got {easy!r}") from None
+    if not U:
+        raise ValueError(f"easy={easy!r} names no coordinate: the plain alg_threshold applies")
+    if linear is not None:
+        odd = [names[j] for j in U if j not in linear]
+        if odd:
+            warnings.append(f"easy: {', '.join(odd)} has E[z_j | y] = 0 by the first-stage test "
+                            "(conditioned on all the same)")
+    return U, svals
+
+
+def _check_computable(target: Target, V_used: list[int], U_used: list[int], nodes: int) -> None:
+    """Refuse several hard coordinates used by the label, and tensor rules beyond the node budget."""
+    names = target.variable_names
+    if len(V_used) > 1:
+        raise NotImplementedError(
+            f"target={target.expr!r}: the label uses {len(V_used)} hard coordinates "
+            f"({', '.join(names[j] for j in V_used)}); the staged threshold is implemented for one "
+            "(it needs the F operators of alg_threshold for several)")
+    if nodes ** len(U_used) > _MAX_TOTAL_NODES or (2 * nodes) ** len(U_used) > _MAX_TOTAL_NODES:
+        raise NotImplementedError(
+            f"{len(U_used)} easy coordinates with nodes={nodes}: the tensor Gauss–Hermite rules of "
+            f"{nodes}**{len(U_used)} and {2 * nodes}**{len(U_used)} points exceed {_MAX_TOTAL_NODES}; "
+            "lower nodes")
+
+
+def _refine_rules(target: Target, U_used: list[int], hard: int, nodes: int, max_nodes: int, rtol: float,
+                  diagnostics: dict[str, Any]) -> list[dict[str, Any]]:
+    """The Gauss–Hermite rules of ``n, 2n, 4n …`` nodes per easy coordinate, doubled until two
+    successive ones agree to ``rtol``, a trivial node shows, or ``max_nodes`` is reached; the
+    finest rule's nodes are recorded in ``diagnostics``."""
+    zs = target.symbols[:-1]
+    zsym = sp.Symbol("z", real=True)
+    base = target.sympy_expr.xreplace({zs[hard]: zsym})
+    easy_syms = [zs[j] for j in U_used]
+    node_rtol = min(1e-8, rtol / 10)
+    dim = len(U_used)
+    cache: dict[str, dict[str, Any]] = {}
+    coarse = _rule(base, easy_syms, zsym, nodes, node_rtol, cache)
+    rules = [coarse]
+    n = nodes
+    while dim:
+        fine = _rule(base, easy_syms, zsym, 2 * n, node_rtol, cache)
+        rules.append(fine)
+        if coarse["trivial"].any() or fine["trivial"].any():
+            break
+        diff = abs(fine["mean"] - coarse["mean"])
+        if diff <= rtol * abs(fine["mean"]) or 4 * n > max_nodes \
+                or (4 * n) ** dim > _MAX_TOTAL_NODES:
+            break
+        coarse, n = fine, 2 * n
+    fine = rules[-1]
+    diagnostics["alg_threshold_calls"] = len(cache)
+    diagnostics["rules"] = [{"nodes": r["n"], "mean_rho": r["mean"], "node_error": r["node_error"],
+                             "trivial_nodes": int(r["trivial"].sum())} for r in rules]
+    diagnostics.update({
+        "nodes": fine["nodes"], "weights": fine["weights"], "node_delta_alg": fine["delta_alg"],
+        "node_rho": fine["rho"], "node_rho_error": fine["rho_error"], "node_method": fine["method"],
+        "node_trivial": fine["trivial"],
+    })
+    return rules
+
+
+def _conclude(rules: list[dict[str, Any]], names: tuple[str, ...], U: tuple[int, ...], hard_name: str,
+              rtol: float, max_nodes: int,
+              diagnostics: dict[str, Any]) -> tuple[float, float, bool, Status, list[str]]:
+    """``(δ_staged, error, trivial, status, notes)`` from the last two rules (one rule without easy
+    coordinates used by the label)."""
+    fine = rules[-1]
+    coarse = rules[-2] if len(rules) > 1 else fine
+    notes: list[str] = []
+    status = Status.SUCCESS
+    if coarse["trivial"].any() and fine["trivial"].any():
+        at = fine["nodes"][fine["trivial"]]
+        diagnostics["trivial_nodes"] = at
+        return 0.0, 0.0, True, status, [
+            f"E[{hard_name} | y, {', '.join(names[j] for j in U)}] ≠ 0: given the easy coordinates "
+            f"the label is linearly informative on {hard_name} (at {len(at)} of {fine['weights'].size} "
+            f"nodes), so it is learned by a linear step at any δ > 0: δ_staged = 0"]
+    if coarse["trivial"].any() or fine["trivial"].any():
+        one = coarse if coarse["trivial"].any() else fine
+        return 0.0, math.inf, True, Status.NOT_CONVERGED, [
+            f"E[{hard_name} | y, easy] ≠ 0 at the nodes {one['nodes'][one['trivial']].tolist()} of the "
+            f"{one['n']}-point rule only: cannot tell a set of measure zero from a positive one"]
+    failed = coarse["failed"] + (fine["failed"] if fine is not coarse else [])
+    if failed:
+        status = Status.NOT_CONVERGED
+        u, st, msg = failed[0]
+        notes.append(f"δ_alg(h_u) {st} at {len(failed)} node(s), e.g. u = {u}: {msg}")
+    mean = fine["mean"]
+    quad_err = abs(fine["mean"] - coarse["mean"]) if fine is not coarse else 0.0
+    node_err = fine["node_error"]
+    diagnostics.update({"mean_rho": mean, "quadrature_error": quad_err, "node_error": node_err})
+    if quad_err > rtol * abs(mean):  # (0 with a single rule: no easy coordinate used)
+        status = Status.NOT_CONVERGED
+        notes.append(f"the Gauss–Hermite rules of {coarse['n']} and {fine['n']} nodes differ by "
+                     f"{quad_err:.3g} on E_u[ρ(h_u)] = {mean:.6g}, above rtol={rtol:g} (max_nodes="
+                     f"{max_nodes})")
+    if mean <= max(1e-12, 10 * node_err):
+        notes.insert(0, f"E_u[ρ(h_u)] = {mean:.3g} ± {node_err + quad_err:.2g}: G ≡ 0 for the hard "
+                        f"coordinate {hard_name} given the easy ones, δ_staged = ∞")
+        return math.inf, math.inf, False, status, notes
+    total = quad_err + node_err
+    return 1.0 / mean, total / mean**2, False, status, notes
 
 
 # --------------------------------------------------------------------------- driver
@@ -293,43 +429,13 @@ def staged_alg_threshold(
     (True, True, (0,), (1,))
     """
     start = time.perf_counter()
-    target = _as_target(target_or_problem)
+    target = as_target(target_or_problem)
     _check_inputs(nodes, max_nodes, rtol)
     names = target.variable_names
     k = int(target.k)  # type: ignore[arg-type]
-    diagnostics: dict[str, Any] = {}
     warnings: list[str] = []
-    if easy is None or k + int(target.noisy) <= _MAX_TEST_DIM:
-        linear, svals = _linear_easy(target)
-    else:  # explicit easy coordinates and too many dimensions for the check
-        linear, svals = None, np.zeros(0)
-    diagnostics["linear_singular_values"] = svals
-    if easy is None:
-        if linear is None:
-            raise NotImplementedError(
-                f"target={target.expr!r}: the directions with E[z|y] ≠ 0 are not coordinate-aligned "
-                "(e.g. z1 + z2 learns (z1 + z2)/√2 and leaves z1 − z2 hard); only coordinate-aligned "
-                "easy and hard directions are implemented: give easy= explicitly to condition on "
-                "whole coordinates")
-        if not linear:
-            raise ValueError(f"target={target.expr!r} has no easy direction (E[z|y] = 0, nothing is "
-                             "learned by a linear step): the plain alg_threshold applies")
-        U = tuple(sorted(linear))
-    else:
-        if isinstance(easy, (str, int, np.integer)):
-            easy = (easy,)
-        try:
-            U = tuple(sorted({_coordinate(j, names) for j in easy}))
-        except TypeError:
-            raise ValueError(f"easy must be a sequence of coordinates (indices or names), "
-                             f"got {easy!r}") from None
-        if not U:
-            raise ValueError(f"easy={easy!r} names no coordinate: the plain alg_threshold applies")
-        if linear is not None:
-            odd = [names[j] for j in U if j not in linear]
-            if odd:
-                warnings.append(f"easy: {', '.join(odd)} has E[z_j | y] = 0 by the first-stage test "
-                                "(conditioned on all the same)")
+    U, svals = _easy_coordinates(target, easy, warnings)
+    diagnostics: dict[str, Any] = {"linear_singular_values": svals}
     V = tuple(j for j in range(k) if j not in U)
     if not V:
         raise ValueError(f"target={target.expr!r}: every coordinate is easy "
@@ -337,98 +443,22 @@ def staged_alg_threshold(
                          "applies to all of them")
     settings = {"target": target.expr, "k": k, "easy": U, "nodes": int(nodes),
                 "max_nodes": int(max_nodes), "rtol": float(rtol)}
-
-    expr, zs = target.sympy_expr, target.symbols[:-1]
-    free = expr.free_symbols
+    free, zs = target.sympy_expr.free_symbols, target.symbols[:-1]
     V_used = [j for j in V if zs[j] in free]
     U_used = [j for j in U if zs[j] in free]
     diagnostics.update({"hard_used": V_used, "easy_used": U_used})
-
-    def finish(delta: float, error: float, trivial: bool, status: Status,
-               notes: list[str]) -> StagedThreshold:
-        res = StagedThreshold(delta=delta, error=error, easy=U, hard=V, trivial=trivial, status=status,
-                              message="; ".join(notes), settings=settings, diagnostics=diagnostics,
-                              warnings=warnings, elapsed=time.perf_counter() - start)
-        if throw and not res.ok:
-            raise SolverError(f"staged_alg_threshold {status.value}: {res.message}", res)
-        return res
-
     if not V_used:
-        return finish(math.inf, 0.0, False, Status.SUCCESS,
-                      [f"the label does not depend on the hard coordinates "
-                       f"{', '.join(names[j] for j in V)}: G ≡ 0, δ_staged = ∞"])
-    if len(V_used) > 1:
-        raise NotImplementedError(
-            f"target={target.expr!r}: the label uses {len(V_used)} hard coordinates "
-            f"({', '.join(names[j] for j in V_used)}); the staged threshold is implemented for one "
-            "(it needs the F operators of alg_threshold for several)")
-    if nodes ** len(U_used) > _MAX_TOTAL_NODES or (2 * nodes) ** len(U_used) > _MAX_TOTAL_NODES:
-        raise NotImplementedError(
-            f"{len(U_used)} easy coordinates with nodes={nodes}: the tensor Gauss–Hermite rules of "
-            f"{nodes}**{len(U_used)} and {2 * nodes}**{len(U_used)} points exceed {_MAX_TOTAL_NODES}; "
-            "lower nodes")
-    zsym = sp.Symbol("z", real=True)
-    base = expr.xreplace({zs[V_used[0]]: zsym})
-    easy_syms = [zs[j] for j in U_used]
-    node_rtol = min(1e-8, rtol / 10)
-    dim = len(U_used)
-
-    notes: list[str] = []
-    status = Status.SUCCESS
-    cache: dict[str, dict[str, Any]] = {}
-    coarse = _rule(base, easy_syms, zsym, nodes, node_rtol, cache)
-    rules = [coarse]
-    n = nodes
-    while dim:
-        fine = _rule(base, easy_syms, zsym, 2 * n, node_rtol, cache)
-        rules.append(fine)
-        if coarse["trivial"].any() or fine["trivial"].any():
-            break
-        diff = abs(fine["mean"] - coarse["mean"])
-        if diff <= rtol * abs(fine["mean"]) or 4 * n > max_nodes \
-                or (4 * n) ** dim > _MAX_TOTAL_NODES:
-            break
-        coarse, n = fine, 2 * n
-    fine = rules[-1]
-    diagnostics["alg_threshold_calls"] = len(cache)
-    diagnostics["rules"] = [{"nodes": r["n"], "mean_rho": r["mean"], "node_error": r["node_error"],
-                             "trivial_nodes": int(r["trivial"].sum())} for r in rules]
-    diagnostics.update({
-        "nodes": fine["nodes"], "weights": fine["weights"], "node_delta_alg": fine["delta_alg"],
-        "node_rho": fine["rho"], "node_rho_error": fine["rho_error"], "node_method": fine["method"],
-        "node_trivial": fine["trivial"],
-    })
-    hard_name = names[V_used[0]]
-    if coarse["trivial"].any() and fine["trivial"].any():
-        at = fine["nodes"][fine["trivial"]]
-        diagnostics["trivial_nodes"] = at
-        return finish(0.0, 0.0, True, status, [
-            f"E[{hard_name} | y, {', '.join(names[j] for j in U)}] ≠ 0: given the easy coordinates "
-            f"the label is linearly informative on {hard_name} (at {len(at)} of {fine['weights'].size} "
-            f"nodes), so it is learned by a linear step at any δ > 0: δ_staged = 0"])
-    if coarse["trivial"].any() or fine["trivial"].any():
-        one = coarse if coarse["trivial"].any() else fine
-        return finish(0.0, math.inf, True, Status.NOT_CONVERGED, [
-            f"E[{hard_name} | y, easy] ≠ 0 at the nodes {one['nodes'][one['trivial']].tolist()} of the "
-            f"{one['n']}-point rule only: cannot tell a set of measure zero from a positive one"])
-    failed = coarse["failed"] + (fine["failed"] if fine is not coarse else [])
-    if failed:
-        status = Status.NOT_CONVERGED
-        u, st, msg = failed[0]
-        notes.append(f"δ_alg(h_u) {st} at {len(failed)} node(s), e.g. u = {u}: {msg}")
-    mean = fine["mean"]
-    quad_err = abs(fine["mean"] - coarse["mean"]) if fine is not coarse else 0.0
-    node_err = fine["node_error"]
-    diagnostics.update({"mean_rho": mean, "quadrature_error": quad_err, "node_error": node_err})
-    if dim and quad_err > rtol * abs(mean):
-        status = Status.NOT_CONVERGED
-        notes.append(f"the Gauss–Hermite rules of {coarse['n']} and {fine['n']} nodes differ by "
-                     f"{quad_err:.3g} on E_u[ρ(h_u)] = {mean:.6g}, above rtol={rtol:g} (max_nodes="
-                     f"{max_nodes})")
-    if mean <= max(1e-12, 10 * node_err):
-        notes.insert(0, f"E_u[ρ(h_u)] = {mean:.3g} ± {node_err + quad_err:.2g}: G ≡ 0 for the hard "
-                        f"coordinate {hard_name} given the easy ones, δ_staged = ∞")
-        return finish(math.inf, math.inf, False, status, notes)
-    total = quad_err + node_err
-    return finish(1.0 / mean, total / mean**2, False, status, notes)
-
+        delta, error, trivial, status = math.inf, 0.0, False, Status.SUCCESS
+        notes = [f"the label does not depend on the hard coordinates "
+                 f"{', '.join(names[j] for j in V)}: G ≡ 0, δ_staged = ∞"]
+    else:
+        _check_computable(target, V_used, U_used, nodes)
+        rules = _refine_rules(target, U_used, V_used[0], nodes, max_nodes, rtol, diagnostics)
+        delta, error, trivial, status, notes = _conclude(rules, names, U, names[V_used[0]], rtol, max_nodes,
+                                                         diagnostics)
+    res = StagedThreshold(delta=delta, error=error, easy=U, hard=V, trivial=trivial, status=status,
+                          message="; ".join(notes), settings=settings, diagnostics=diagnostics,
+                          warnings=warnings, elapsed=time.perf_counter() - start)
+    if throw and not res.ok:
+        raise SolverError(f"staged_alg_threshold {status.value}: {res.message}", res)
+    return res
