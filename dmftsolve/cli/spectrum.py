@@ -212,7 +212,7 @@ def run(args: argparse.Namespace) -> int:
                          "steps; give one of them")
     args.steps = args.t
     delta = check_delta(args.delta)
-    check_output_path(args.plot)
+    args.plot = check_output_path(args.plot)
     problem = problem_from_args(args)
     prob, hard = restricted(problem)
     lam = prob.training.lam
@@ -372,5 +372,6 @@ def _plot(path: str, x: np.ndarray, dens: np.ndarray, summary: dict[str, Any], d
     ax.set_xlabel("eigenvalue")
     ax.set_title(f"Hessian spectrum, δ={delta:g}, t={t}")
     ax.legend()
-    fig.savefig(path, dpi=100, bbox_inches="tight")
-    plt.close(fig)
+    from dmftsolve.cli._common import write_figure
+
+    write_figure(fig, path, dpi=100, bbox_inches="tight")

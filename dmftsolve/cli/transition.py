@@ -23,6 +23,7 @@ from dmftsolve.cli._common import (
     positive_int,
     problem_from_args,
     want_progress,
+    write_figure,
 )
 
 DESCRIPTION = """\
@@ -246,8 +247,7 @@ def run(args: argparse.Namespace) -> int:
                      f"m = {problem.m}, d = {args.d}, T = {problem.training.steps}", fontsize=8)
         ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
         fig.tight_layout()
-        fig.savefig(args.plot, dpi=110)
-        plt.close(fig)
+        write_figure(fig, str(args.plot), dpi=110)
     payload = {"result": c.to_dict(), "simulator": sim,
                "simulator_delta_50": None if sim_fit is None else {"delta_50": sim_fit[0], "err": sim_fit[1]}}
 
