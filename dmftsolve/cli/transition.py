@@ -159,7 +159,6 @@ def run(args: argparse.Namespace) -> int:
     from dmftsolve.thresholds.finite_d_transition import (
         TransitionSettings,
         label_mean_warning,
-        probit_fit,
         resolve_settings,
         transition,
         transition_directions,
@@ -174,6 +173,15 @@ def run(args: argparse.Namespace) -> int:
                          f"overlap m_0/sqrt(d) (got --M0 {args.M0}, --Q0 {args.Q0}, "
                          f"--hold-zero {args.hold_zero})")
     sim = _load_sim(args.sim)
+    sim_fit = None
+    if sim is not None:  # fitted now: counts that cannot be fitted are refused before the work
+        from dmftsolve.thresholds.delta50 import fit_counts
+
+        try:
+            sim_fit = fit_counts(sim["deltas"], sim["successes"], sim["trials"],
+                                 what=f"--sim {str(args.sim)!r}"[:90])
+        except ValueError as exc:
+            raise CommandError(str(exc), 2) from None
     problem = problem_from_args(args)
     if args.paths is not None and args.paths < 40:
         raise ValueError(f"--paths must be at least 40, got {args.paths}")
@@ -204,9 +212,6 @@ def run(args: argparse.Namespace) -> int:
     if early:
         print(f"warning: {early}", file=sys.stderr, flush=True)
     c = transition(problem, args.d, args.delta, settings=s, throw=False, progress=want_progress(args))
-    sim_fit = None
-    if sim is not None:
-        sim_fit = probit_fit(np.array(sim["deltas"]), np.array(sim["successes"]), np.array(sim["trials"]))
     if args.plot is not None:
         import matplotlib
         matplotlib.use("Agg")
@@ -261,7 +266,8 @@ def run(args: argparse.Namespace) -> int:
                f"{gave_up} of them gave up)",
                format_table(["delta", "escapes", "P(success)"], rows)]
         if sim_fit is not None:
-            out.append(f"simulator delta_50 = {sim_fit[0]:.2f} ± {sim_fit[1]:.2f} (probit fit)")
+            out.append(f"simulator delta_50 = {format_pm(sim_fit[0], sim_fit[1])} (probit fit, "
+                       "posterior error)")
         if c.ok:
             out.append(f"delta_50 = {format_pm(c.delta_50, c.delta_50_err)}  (probit width {c.width:.2g})")
         else:
