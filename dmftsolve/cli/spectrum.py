@@ -223,7 +223,7 @@ def run(args: argparse.Namespace) -> int:
     if t == 0:
         law_hi = Law.initial(prob, nodes=args.nodes)
         nodes = int(law_hi.diagnostics["nodes"])
-        law_lo = Law.initial(prob, nodes=max(8, (2 * nodes) // 3), error=False)
+        law_lo = Law.initial(prob, nodes=max(4, (2 * nodes) // 3), error=False)
         M0 = np.array(prob.training.init.overlaps(k, m), dtype=float)
         M0[list(prob.training.hold_zero), :] = 0.0
         Q0 = np.array(prob.training.init.gram(m), dtype=float)
