@@ -196,6 +196,9 @@ def run(args: argparse.Namespace) -> int:
     for v in args.delta:
         if not v > 0:
             raise ValueError(f"--delta values must be > 0, got {v:g}")
+    from dmftsolve.population import check_sampling
+
+    check_sampling(problem, max(1, int(round(min(args.delta) * args.d))), "the samples n = δd")
     jobs = len(args.delta) * args.trials
     workers = _workers(args.workers, jobs)
     memory, seconds = simulate_cost(problem, args.d, args.delta, args.trials, workers,
