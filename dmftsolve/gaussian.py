@@ -221,7 +221,8 @@ def _quadrature(func, mean, A, rtol, atol, max_nodes, max_points) -> Expectation
             if np.any(floor > atol + rtol * np.abs(value)):
                 return Expectation(
                     value, err, "quadrature", n ** rank, Status.NOT_CONVERGED,
-                    f"precision exhausted: the integrand's terms cancel to {float(np.max(np.abs(value))):.3g} "
+                    "precision exhausted: the integrand's terms cancel to "
+                    f"{float(np.max(np.abs(value))):.3g} "
                     f"from a sum of magnitudes {float(np.max(floor)) / _ROUNDING:.3g}, below what double "
                     "precision resolves (error floor "
                     f"{float(np.max(floor)):.3g} > atol + rtol·|value|); subtract the large part "
