@@ -168,24 +168,26 @@ def atomic_write(path: str | os.PathLike[str], write: Callable[[IO[bytes]], Any]
         disk, a size limit, permissions). The message names the file; the target is unchanged
         and no temporary file is left.
     """
-    p = Path(os.fspath(path)).expanduser()
+    given = Path(os.fspath(path)).expanduser()
+    p = given
     with contextlib.suppress(OSError, RuntimeError):
         p = p.resolve()
+    shown = f"{str(given)!r}" if p == given.absolute() else f"{str(given)!r} (-> {str(p)!r})"
     try:
         kind = _kind(os.stat(p).st_mode)
     except FileNotFoundError:
         kind = None
     except OSError as exc:
-        raise FileWriteError(exc.errno, f"{what}: could not write {str(p)!r}: {_strerror(exc)}") from None
+        raise FileWriteError(exc.errno, f"{what}: could not write {shown}: {_strerror(exc)}") from None
     if kind is not None:
-        raise FileWriteError(errno.EINVAL, f"{what}: could not write {str(p)!r}: it is {kind}, "
+        raise FileWriteError(errno.EINVAL, f"{what}: could not write {shown}: it is {kind}, "
                                            "not a regular file")
     mode = _mode_for(p)
     left = "the old file is unchanged" if p.exists() else "no file was written"
     try:
         fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.", suffix=".tmp")
     except OSError as exc:
-        raise FileWriteError(exc.errno, f"{what}: could not write {str(p)!r}: {_strerror(exc)}") from None
+        raise FileWriteError(exc.errno, f"{what}: could not write {shown}: {_strerror(exc)}") from None
     try:
         with os.fdopen(fd, "wb") as fh:
             write(fh)
@@ -197,7 +199,7 @@ def atomic_write(path: str | os.PathLike[str], write: Callable[[IO[bytes]], Any]
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         if isinstance(exc, OSError) and not isinstance(exc, FileWriteError):
-            raise FileWriteError(exc.errno, f"{what}: could not write {str(p)!r}: {_strerror(exc)} "
+            raise FileWriteError(exc.errno, f"{what}: could not write {shown}: {_strerror(exc)} "
                                             f"({left})") from None
         raise
     with contextlib.suppress(OSError):  # make the rename itself durable
