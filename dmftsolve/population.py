@@ -19,6 +19,7 @@ Examples
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -164,10 +165,18 @@ def label_kurtosis(problem: Problem) -> float | None:
 
     try:
         with np.errstate(all="ignore"):
-            first = expect(moments, np.zeros(dim), np.eye(dim), method="quadrature", throw=False)
+            second = expect(lambda pts: moments(pts)[:, 1], np.zeros(dim), np.eye(dim),
+                            method="quadrature", rtol=1e-8, throw=False)
+            if not second.ok or not second.value > 0:
+                return None
+            # the mean to a precision relative to the label's scale (a zero mean by symmetry is
+            # a sum of cancelling terms, resolved only to that scale)
+            first = expect(lambda pts: moments(pts)[:, 0], np.zeros(dim), np.eye(dim),
+                           method="quadrature", rtol=1e-8, atol=1e-8 * math.sqrt(second.value),
+                           throw=False)
             if not first.ok:
                 return None
-            mu = float(first.value[0])
+            mu = float(first.value)
 
             def centred(pts: np.ndarray) -> np.ndarray:
                 c = np.asarray(problem.labels(pts[:, :k], pts[:, -1] if noisy else 0.0), float) - mu

@@ -300,12 +300,14 @@ def _signals_as_exceptions() -> Iterator[None]:
             signal.signal(signum, signal.SIG_DFL)
             os.kill(os.getpid(), signum)
             return
+        received.append(signum)
         _quiet_signals()
         # end the workers now: a process pool's shutdown would otherwise wait for their tasks
         _end_children()
         raise Signalled(signum)
 
     previous: dict[int, Any] = {}
+    received: list[int] = []
     for sig in _signals():
         try:
             current = signal.getsignal(sig)
@@ -317,7 +319,10 @@ def _signals_as_exceptions() -> Iterator[None]:
     try:
         yield
     finally:
-        for sig, old in previous.items():
+        # after a signal the command is ending: the handlers stay ignoring, since a second
+        # signal still pending (it came while the first was handled) would otherwise reach the
+        # restored default handler after the error line and end the process with a traceback
+        for sig, old in ({} if received else previous).items():
             with contextlib.suppress(ValueError, OSError, TypeError):
                 signal.signal(sig, old if old is not None else signal.SIG_DFL)
 
