@@ -86,11 +86,8 @@ def test_read_regular_does_not_block_on_a_fifo_nor_read_an_endless_file(tmp_path
 
 
 def _cache(root: Path):
-    sys.path.insert(0, str(ROOT / "validation" / "figures"))
-    try:
-        from common import PointCache
-    finally:
-        sys.path.pop(0)
+    from validation.figures.common import PointCache
+
     return PointCache(root, "fig")
 
 
