@@ -19,6 +19,7 @@ Examples
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -27,7 +28,7 @@ from dmftsolve.gaussian import Expectation, expect
 from dmftsolve.problem import Problem
 from dmftsolve.seeds import SeedLike
 
-__all__ = ["population_loss"]
+__all__ = ["population_loss", "label_kurtosis", "samples_needed", "check_sampling"]
 
 
 def _check_overlaps(problem: Problem, M: Any, Q: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -143,3 +144,73 @@ def population_loss(
 
     return expect(integrand, np.zeros(dim), cov, method=method, rtol=rtol, atol=atol,
                   n_samples=n_samples, seed=seed, throw=throw)
+
+
+def label_kurtosis(problem: Problem) -> float | None:
+    """``E[y⁴] / E[y²]²`` of the centred label ``y − E[y]`` by quadrature, or None if a moment
+    is infinite or the quadrature does not resolve it (then nothing is claimed).
+
+    It sets how many samples a Monte Carlo mean of ``y²`` (a loss) needs: its relative standard
+    error is ``sqrt((κ − 1)/N)``, and with ``N`` far below ``κ`` the sample mean misses the tail
+    that carries ``E[y²]`` and is typically orders of magnitude too small, with a standard
+    error just as wrong.
+    """
+    k = problem.k
+    noisy = problem.target.noisy
+    dim = k + int(noisy)
+
+    def moments(pts: np.ndarray) -> np.ndarray:
+        y = np.asarray(problem.labels(pts[:, :k], pts[:, -1] if noisy else 0.0), float)
+        return np.stack([y, y * y], axis=-1)
+
+    try:
+        with np.errstate(all="ignore"):
+            second = expect(lambda pts: moments(pts)[:, 1], np.zeros(dim), np.eye(dim),
+                            method="quadrature", rtol=1e-8, throw=False)
+            if not second.ok or not second.value > 0:
+                return None
+            # the mean to a precision relative to the label's scale (a zero mean by symmetry is
+            # a sum of cancelling terms, resolved only to that scale)
+            first = expect(lambda pts: moments(pts)[:, 0], np.zeros(dim), np.eye(dim),
+                           method="quadrature", rtol=1e-8, atol=1e-8 * math.sqrt(second.value),
+                           throw=False)
+            if not first.ok:
+                return None
+            mu = float(first.value)
+
+            def centred(pts: np.ndarray) -> np.ndarray:
+                c = np.asarray(problem.labels(pts[:, :k], pts[:, -1] if noisy else 0.0), float) - mu
+                return np.stack([c ** 2, c ** 4], axis=-1)
+
+            res = expect(centred, np.zeros(dim), np.eye(dim), method="quadrature", rtol=1e-6,
+                         atol=0.0, throw=False)
+    except (ValueError, FloatingPointError, OverflowError):
+        return None
+    if not res.ok or not np.all(np.isfinite(res.value)) or res.value[0] <= 0:
+        return None
+    return float(res.value[1] / res.value[0] ** 2)
+
+
+def samples_needed(problem: Problem) -> float | None:
+    """Samples below which a Monte Carlo loss of ``problem``'s label is meaningless: the
+    relative standard error of the sampled ``E[(y − E y)²]`` reaches 1 at ``κ − 1`` samples
+    (:func:`label_kurtosis`); None where the fourth moment is not resolved."""
+    kappa = label_kurtosis(problem)
+    return None if kappa is None else kappa - 1.0
+
+
+def check_sampling(problem: Problem, n: int, what: str) -> None:
+    """Refuse (``ValueError``) a Monte Carlo estimate over ``n`` samples of the label that
+    cannot resolve the label's second moment (``n`` below :func:`samples_needed`).
+
+    Such a label (``z**40``: ``κ ≈ 10⁶⁰``) has finite moments, but ``n`` samples miss the tail
+    that carries them: the sampled loss came out 24 orders of magnitude below ``E[y²]/2``,
+    with a standard error of 0.24 %.
+    """
+    need = samples_needed(problem)
+    if need is not None and n < need:
+        raise ValueError(
+            f"target={str(problem.target.expr)[:60]!r} has moments too heavy for {what} = {n}: "
+            f"E[y⁴]/E[y²]² = {need + 1:.3g} (centred), so a mean over {n} samples misses the tail that "
+            f"carries E[y²] and the losses would be wrong by orders of magnitude; it needs more than "
+            f"{need:.3g} samples, or a label with lighter tails")

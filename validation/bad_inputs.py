@@ -17,8 +17,8 @@ the expected one (they are listed for review, not counted as problems).
 
 Usage::
 
-    OPENBLAS_NUM_THREADS=1 python3 validation/bad_inputs.py [--timeout 120] [--out docs/bad_inputs.md]
-    python3 validation/bad_inputs.py --fast   # only the cases that fail before any solver work
+    OPENBLAS_NUM_THREADS=1 python -m validation.bad_inputs [--timeout 120] [--out docs/bad_inputs.md]
+    python -m validation.bad_inputs --fast   # only the cases that fail before any solver work
 
 ``tests/test_cli_errors.py`` runs the ``fast`` cases in-process.
 """
@@ -565,6 +565,7 @@ def _cases() -> list[Case]:
     c += _api_cases()
     c += _issue30_api_cases()
     c += _issue30_sweep()
+    c += _issue50_cases()
     return c
 
 
@@ -960,6 +961,551 @@ def _api_cases() -> list[Case]:
     return c
 
 
+# ----------------------------------------------------------------------------- issue 50
+
+#: Files and folders the issue 50 cases point at, made once per run in a private directory.
+_FIXTURES: dict[str, str] = {}
+
+
+def _fixtures() -> dict[str, str]:
+    """A FIFO, a directory, links to devices and an endless file, --sim files of every class."""
+    import atexit
+    import json
+    import shutil
+
+    if _FIXTURES:
+        return _FIXTURES
+    root = Path(tempfile.mkdtemp(prefix="dmftsolve_bad_inputs_"))
+    atexit.register(shutil.rmtree, root, True)
+    f = _FIXTURES
+    f["root"] = str(root)
+    os.mkfifo(root / "fifo.png")
+    os.mkfifo(root / "fifo.json")
+    os.mkfifo(root / "fifo")
+    (root / "dir.png").mkdir()
+    (root / "dir.json").mkdir()
+    os.symlink("/dev/null", root / "null.png")
+    os.symlink("/dev/zero", root / "zero.json")
+    os.symlink("/dev/zero", root / "zero.png")
+    os.symlink(root / "loop_b.png", root / "loop_a.png")
+    os.symlink(root / "loop_a.png", root / "loop_b.png")
+    os.symlink(root / "missing" / "x.png", root / "dangling.png")
+    (root / "plain").write_text("")  # a file where a directory is expected
+    sims = {
+        "duplicate deltas": '{"deltas": [4, 5, 6], "successes": [0, 4, 8], "trials": [8, 8, 8], '
+                            '"deltas": [1, 2, 3]}',
+        "duplicate successes": '{"deltas": [4, 5, 6], "successes": [0, 4, 8], "successes": [8, 8, 8], '
+                               '"trials": [8, 8, 8]}',
+        "duplicate trials": '{"deltas": [4, 5, 6], "successes": [0, 4, 8], "trials": [8, 8, 8], '
+                            '"trials": [9, 9, 9]}',
+        "duplicate extra key": '{"deltas": [4, 5, 6], "successes": [0, 4, 8], "trials": [8, 8, 8], '
+                               '"note": 1, "note": 2}',
+        "two contradictory points at one delta": {"deltas": [5, 5], "successes": [0, 10], "trials": [10, 10]},
+        "three points at one delta": {"deltas": [5, 5, 5], "successes": [0, 5, 10], "trials": [10] * 3},
+        "huge counts, delta_50 extrapolated below zero": {"deltas": [1, 2], "successes": [999999, 1000000],
+                                                         "trials": [1000000, 1000000]},
+        "extrapolated above the points": {"deltas": [4, 5, 6], "successes": [0, 1, 2], "trials": [40] * 3},
+        "extrapolated below the points": {"deltas": [4, 5, 6], "successes": [38, 39, 40], "trials": [40] * 3},
+        "all zero": {"deltas": [4, 5, 6], "successes": [0, 0, 0], "trials": [8, 8, 8]},
+        "all successes": {"deltas": [4, 5, 6], "successes": [8, 8, 8], "trials": [8, 8, 8]},
+        "falling with delta": {"deltas": [4, 5, 6], "successes": [8, 4, 0], "trials": [8, 8, 8]},
+        "flat": {"deltas": [4, 5, 6], "successes": [4, 4, 4], "trials": [8, 8, 8]},
+        "trials above 1e9": {"deltas": [4, 5], "successes": [0, 10], "trials": [10**12, 10**12]},
+        "trials 1e300": {"deltas": [4, 5], "successes": [0, 1], "trials": [1e300, 1e300]},
+        "successes 1e300": {"deltas": [4, 5], "successes": [0, 1e300], "trials": [1e300, 1e300]},
+        "a million times 0 then all": {"deltas": [4, 5], "successes": [0, 10**6], "trials": [10**6] * 2},
+        "delta 1e-300": {"deltas": [1e-300, 5], "successes": [0, 8], "trials": [8, 8]},
+        "one point pooled from equal deltas given as 5 and 5.0": {"deltas": [5, 5.0], "successes": [1, 7],
+                                                                  "trials": [8, 8]},
+    }
+    for i, (label, content) in enumerate(sims.items()):
+        p = root / f"sim{i}.json"
+        p.write_text(content if isinstance(content, str) else json.dumps(content))
+        f[f"sim:{label}"] = str(p)
+    good = root / "sim_good.json"
+    good.write_text(json.dumps({"deltas": [4, 5, 6, 7], "successes": [1, 4, 9, 15], "trials": [16] * 4}))
+    f["sim_good"] = str(good)
+    return f
+
+
+def _in_subprocess(argv: list[str], *, env: dict[str, str] | None = None, signum: int | None = None,
+                   after: float = 0.0, expect_code: int | None = None, encoding: str | None = None,
+                   timeout: float = 60.0) -> str:
+    """Run ``dmftsolve argv`` in a fresh interpreter (optionally sending ``signum`` after ``after``
+    seconds); raise AssertionError unless it exits ``expect_code`` with one error line (or, for
+    ``expect_code = 0``, no error line) and an output that decodes in ``encoding``."""
+    import signal as _signal
+
+    code = "import sys; from dmftsolve.cli import main; sys.exit(main())"
+    full_env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+                **(env or {})}
+    proc = subprocess.Popen([sys.executable, "-c", code, *argv], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=full_env, cwd=_fixtures()["root"])
+    if signum is not None:
+        deadline = time.monotonic() + after
+        while time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.01)
+        if proc.poll() is None:
+            proc.send_signal(signum)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        raise AssertionError(f"no answer in {timeout:g} s") from None
+    lines = err.decode(encoding or "utf-8", "replace").strip().splitlines()
+    if any("Traceback" in ln for ln in lines):
+        raise AssertionError(f"traceback on stderr: {lines[-1][:120] if lines else ''}")
+    if signum is not None and proc.returncode != 128 + signum:
+        if proc.returncode == 0 and not lines:  # finished before the signal came
+            return "finished"
+        raise AssertionError(f"exit {proc.returncode} after {_signal.Signals(signum).name}, expected "
+                             f"{128 + signum}; stderr {lines[-1:]}")
+    if expect_code is not None and proc.returncode != expect_code:
+        raise AssertionError(f"exit {proc.returncode}, expected {expect_code}; stderr {lines[-1:]}")
+    errors = [ln for ln in lines if ": error: " in ln]
+    if proc.returncode != 0 and (len(errors) != 1 or len(lines) != 1):
+        raise AssertionError(f"{len(lines)} lines on stderr, expected one error line: {lines[:3]}")
+    if encoding is not None:
+        try:
+            out.decode(encoding)
+            err.decode(encoding)
+        except UnicodeDecodeError as exc:
+            raise AssertionError(f"output not in {encoding}: {exc}") from None
+        if proc.returncode == 0 and not out.strip():
+            raise AssertionError("no output")
+    return f"exit {proc.returncode}"
+
+
+def _cache_case(kind: str) -> Callable[[], Any]:
+    """A PointCache entry made untrustworthy in one way: ``get`` must miss (with a warning) and
+    ``put`` must not raise, and nothing may hang or run out of memory."""
+    def run() -> str:
+        import json
+        import shutil
+        import warnings
+
+        from validation.figures import common as mod
+        root = Path(tempfile.mkdtemp(prefix="dmftsolve_cache_case_"))
+        try:
+            cache = mod.PointCache(root, "fig")
+            a, b = {"d": 100, "delta": 2.5}, {"d": 100, "delta": 3.5}
+            cache.put(a, {"v": 1})
+            cache.put(b, {"v": 2})
+            pa, pb = cache.path(a), cache.path(b)
+            if kind == "FIFO entry":
+                pa.unlink()
+                os.mkfifo(pa)
+            elif kind == "directory entry":
+                pa.unlink()
+                pa.mkdir()
+            elif kind == "entry linked to /dev/zero (endless)":
+                pa.unlink()
+                os.symlink("/dev/zero", pa)
+            elif kind == "entry linked to /dev/null":
+                pa.unlink()
+                os.symlink("/dev/null", pa)
+            elif kind == "entry copied over another key's":
+                shutil.copyfile(pb, pa)
+            elif kind == "entry with its key edited":
+                rec = json.loads(pa.read_text())
+                rec["key"] = "0" * 20
+                pa.write_text(json.dumps(rec))
+            elif kind == "entry with its value edited (byte count)":
+                rec = json.loads(pa.read_text())
+                rec["value"] = {"v": 12345}
+                pa.write_text(json.dumps(rec))
+            elif kind == "entry truncated":
+                pa.write_bytes(pa.read_bytes()[:20])
+            elif kind == "entry of 0 bytes":
+                pa.write_bytes(b"")
+            elif kind == "entry not UTF-8":
+                pa.write_bytes(b"\xff\xfe" * 10)
+            elif kind == "entry larger than the limit":
+                with pa.open("wb") as fh:
+                    fh.truncate(mod.MAX_ENTRY_BYTES + 1)
+            elif kind == "entry nested 100000 deep":
+                pa.write_text("[" * 100000 + "]" * 100000)
+            elif kind == "entry a JSON list":
+                pa.write_text("[1, 2]")
+            elif kind == "entry without settings":
+                pa.write_text(json.dumps({"value": {"v": 1}}))
+            elif kind == "cache folder is a file":
+                shutil.rmtree(root / "cache")
+                (root / "cache").write_text("")
+            elif kind == "entry dangling link":
+                pa.unlink()
+                os.symlink(root / "nowhere", pa)
+            else:
+                raise AssertionError(f"unknown kind {kind}")
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                got = cache.get(a)
+                if got is not None:
+                    raise AssertionError(f"untrusted entry returned: {got!r}")
+                cache.put(a, {"v": 1})  # must not raise (a warning at most)
+            return "miss"
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+
+    return run
+
+
+def _atomic_case(kind: str) -> Callable[[], Any]:
+    """``dmftsolve._files.atomic_write`` in one failure mode: a FileWriteError naming the file,
+    the old content intact, no temporary file left (or, for ``ok`` kinds, the new content)."""
+    def run() -> str:
+        import errno
+
+        from dmftsolve._files import FileWriteError, atomic_write
+
+        root = Path(tempfile.mkdtemp(prefix="dmftsolve_atomic_case_"))
+        target = root / "out.png"
+        target.write_bytes(b"old")
+
+        def fail(code: int) -> Callable[[Any], None]:
+            def write(fh: Any) -> None:
+                fh.write(b"partial")
+                raise OSError(code, os.strerror(code))
+            return write
+
+        try:
+            if kind.startswith("writer fails"):
+                code = {"ENOSPC": errno.ENOSPC, "EFBIG": errno.EFBIG, "EIO": errno.EIO,
+                        "EDQUOT": errno.EDQUOT}[kind.split()[-1]]
+                try:
+                    atomic_write(target, fail(code))
+                except FileWriteError as exc:
+                    if str(target) not in str(exc):
+                        raise AssertionError(f"message does not name the file: {exc}") from None
+                else:
+                    raise AssertionError("no error")
+                if target.read_bytes() != b"old":
+                    raise AssertionError("the old file was changed")
+            elif kind == "interrupted while writing":
+                def interrupted(fh: Any) -> None:
+                    fh.write(b"partial")
+                    raise KeyboardInterrupt
+                try:
+                    atomic_write(target, interrupted)
+                except KeyboardInterrupt:
+                    pass
+                if target.read_bytes() != b"old":
+                    raise AssertionError("the old file was changed")
+            elif kind in ("FIFO target", "directory target", "/dev/null target"):
+                dest = {"FIFO target": root / "fifo", "directory target": root / "dir",
+                        "/dev/null target": Path("/dev/null")}[kind]
+                if kind == "FIFO target":
+                    os.mkfifo(dest)
+                elif kind == "directory target":
+                    dest.mkdir()
+                try:
+                    atomic_write(dest, lambda fh: fh.write(b"new"))
+                except FileWriteError:
+                    pass
+                else:
+                    raise AssertionError(f"wrote to {kind}")
+            elif kind == "missing directory":
+                try:
+                    atomic_write(root / "no" / "such" / "f.png", lambda fh: fh.write(b"new"))
+                except FileWriteError as exc:
+                    if "f.png" not in str(exc):
+                        raise AssertionError(f"message does not name the file: {exc}") from None
+                else:
+                    raise AssertionError("no error")
+            elif kind == "link to a regular file (ok)":
+                real = root / "real.png"
+                real.write_bytes(b"old")
+                os.symlink(real, root / "link.png")
+                atomic_write(root / "link.png", lambda fh: fh.write(b"new"))
+                if real.read_bytes() != b"new" or not (root / "link.png").is_symlink():
+                    raise AssertionError("the link was replaced instead of the file it names")
+            elif kind == "replace keeps the mode (ok)":
+                os.chmod(target, 0o640)
+                atomic_write(target, lambda fh: fh.write(b"new"))
+                if (target.stat().st_mode & 0o777) != 0o640 or target.read_bytes() != b"new":
+                    raise AssertionError("mode or content wrong")
+            else:
+                raise AssertionError(f"unknown kind {kind}")
+            left = [p.name for p in root.iterdir() if p.name.endswith(".tmp")]
+            if left:
+                raise AssertionError(f"temporary files left: {left}")
+            return "ok"
+        finally:
+            import shutil
+
+            shutil.rmtree(root, ignore_errors=True)
+
+    return run
+
+
+def _issue50_cases() -> list[Case]:
+    """Issue 50: wrong answers with exit 0, tracebacks, hangs, data loss and unclear failures in
+    classes no earlier list had — every output path of every command, the --sim counts and their
+    fit, the figure cache, atomic writes, signals at start-up and mid-run, output encodings,
+    Monte Carlo sizes a heavy label cannot be sampled with, quadratures whose terms cancel,
+    widths the t = 0 law cannot cover, and targets without information about their latent."""
+    import signal as _signal
+
+    import numpy as np
+
+    f = _fixtures()
+    root = f["root"]
+    c: list[Case] = []
+    # --- every output path of every command: refused before the work (exit 2), never a hang
+    bad_paths = [
+        ("FIFO", f"{root}/fifo.png"), ("FIFO, no extension", f"{root}/fifo"),
+        ("directory with a figure suffix", f"{root}/dir.png"), ("/dev/null", "/dev/null"),
+        ("/dev/full", "/dev/full"), ("link to /dev/null", f"{root}/null.png"),
+        ("link to /dev/zero", f"{root}/zero.png"), ("symlink loop", f"{root}/loop_a.png"),
+        ("dangling link into a missing directory", f"{root}/dangling.png"),
+        ("a file where a directory should be", f"{root}/plain/f.png"),
+        ("missing directory", f"{root}/missing/f.png"), ("NUL byte", "f\x00.png"),
+        ("empty", ""), ("unknown format", f"{root}/f.docx"), ("/proc file", "/proc/self/status"),
+    ]
+    for g in ("simulate", "spectrum", "transition"):
+        for label, path in bad_paths:
+            c.append(_cli(g, "output path", f"--plot {label}", "input", "--plot", path))
+    # --- the --sim counts of transition: read and fitted before the work
+    for key, path in f.items():
+        if key.startswith("sim:"):
+            c.append(_cli("transition", "sim counts", f"--sim {key[4:]}", "input", "--sim", path))
+    for label, path in [("FIFO", f"{root}/fifo.json"), ("directory", f"{root}/dir.json"),
+                        ("link to /dev/zero", f"{root}/zero.json"), ("/dev/null", "/dev/null"),
+                        ("symlink loop", f"{root}/loop_a.png")]:
+        c.append(_cli("transition", "sim file kind", f"--sim {label}", "input", "--sim", path))
+    # --- fits of user counts (the API): refused where they cannot be fitted
+    from dmftsolve.thresholds.delta50 import fit_counts
+
+    fits = [
+        ("one delta", [5, 5], [0, 10], [10, 10]),
+        ("one delta, three points", [5, 5, 5], [0, 5, 10], [10] * 3),
+        ("all zero", [4, 5, 6], [0, 0, 0], [8] * 3), ("all successes", [4, 5, 6], [8] * 3, [8] * 3),
+        ("falling", [4, 5, 6], [8, 4, 0], [8] * 3), ("flat", [4, 5, 6], [4, 4, 4], [8] * 3),
+        ("extrapolated below zero", [1, 2], [999999, 1000000], [1000000] * 2),
+        ("extrapolated above", [4, 5, 6], [0, 1, 2], [40] * 3),
+        ("extrapolated below", [4, 5, 6], [38, 39, 40], [40] * 3),
+        ("negative delta", [-1, 5], [0, 8], [8, 8]), ("NaN delta", [np.nan, 5], [0, 8], [8, 8]),
+        ("successes above trials", [4, 5], [0, 9], [8, 8]), ("zero trials", [4, 5], [0, 0], [0, 8]),
+        ("negative successes", [4, 5], [-1, 8], [8, 8]), ("no points", [], [], []),
+    ]
+    for label, x, k, n in fits:
+        c.append(_api("fit counts", f"fit_counts: {label}", "input",
+                      lambda x=x, k=k, n=n: fit_counts(x, k, n)))
+
+    def fit_ok(x: list[float], k: list[int], n: list[int]) -> float:
+        mu, se, _ = fit_counts(x, k, n)
+        if not (min(x) <= mu <= max(x) and se > 0):
+            raise AssertionError(f"wrong answer: delta_50 = {mu} ± {se}")
+        return mu
+
+    for label, x, k, n in [("search-like", [4, 5, 6, 7], [1, 4, 9, 15], [16] * 4),
+                           ("separated (a step)", [4, 5], [0, 8], [8, 8]),
+                           ("pooled equal deltas", [4, 5, 5, 6], [0, 1, 7, 8], [8] * 4),
+                           ("huge counts", [4, 5, 6], [10**5, 5 * 10**8, 10**9 - 10**5], [10**9] * 3)]:
+        c.append(_api("fit counts", f"fit_counts: {label} (δ_50 inside, error > 0)", "ok",
+                      lambda x=x, k=k, n=n: fit_ok(x, k, n)))
+    # --- the figure cache: entries that must not be trusted, hang or exhaust memory
+    for kind in ("FIFO entry", "directory entry", "entry linked to /dev/zero (endless)",
+                 "entry linked to /dev/null", "entry copied over another key's", "entry with its key edited",
+                 "entry with its value edited (byte count)", "entry truncated", "entry of 0 bytes",
+                 "entry not UTF-8", "entry larger than the limit", "entry nested 100000 deep",
+                 "entry a JSON list", "entry without settings", "cache folder is a file",
+                 "entry dangling link"):
+        c.append(_api("cache", f"PointCache: {kind}", "ok", _cache_case(kind)))
+    # --- atomic writes: a failure names the file and loses nothing
+    for kind in ("writer fails ENOSPC", "writer fails EFBIG", "writer fails EIO", "writer fails EDQUOT",
+                 "interrupted while writing", "FIFO target", "directory target", "/dev/null target",
+                 "missing directory", "link to a regular file (ok)", "replace keeps the mode (ok)"):
+        c.append(_api("atomic write", f"atomic_write: {kind}", "ok", _atomic_case(kind)))
+    # --- labels whose moments a Monte Carlo of the given size cannot resolve: refused up front
+    for power in (8, 10, 12, 16, 20, 24, 30, 40):
+        t = f"z**{power}"
+        c.append(_cli("dmft", "heavy moments", f"--target {t} --paths 400", "input", "--target", t))
+        c.append(_cli("simulate", "heavy moments", f"--target {t} (n = 40)", "input", "--target", t))
+        c.append(_cli("threshold", "heavy moments", f"--target {t} --paths 2000", "input", "--target", t))
+    for t in ("exp(2*z)", "exp(3*z)", "cosh(3*z)", "z1**10*z2**2", "exp(z1 + z2)*z1**4", "sinh(2*z)",
+              "z**6 + z**30", "(z**2 - 1)**8"):
+        c.append(_cli("dmft", "heavy moments", f"--target {t!r} --paths 400", "input", "--target", t))
+    c.append(_cli("dmft", "heavy moments", "--target z**40 (default 20000 paths)", "input", "--target",
+                  "z**40", "--delta", "2", tiny=False))
+
+    def population_ok(t: str) -> float:  # the quadrature itself is right for heavy labels
+        import math
+
+        import dmftsolve as ds
+        from dmftsolve.population import population_loss
+
+        p = int(t.split("**")[1])
+        value = population_loss(ds.Problem.build(target=t, activation="quad"), [[0.0]], [[0.0]]).value
+        exact = math.prod(range(2 * p - 1, 0, -2)) / 2  # E[z^(2p)]/2
+        if abs(value / exact - 1) > 1e-9:
+            raise AssertionError(f"wrong answer: {value} vs {exact}")
+        return value
+
+    for t in ("z**10", "z**20", "z**40"):
+        c.append(_api("heavy moments", f"population_loss({t}) at W = 0 is E[z^2p]/2", "ok",
+                      lambda t=t: population_ok(t)))
+    # --- quadratures whose terms cancel below double precision: not a success
+    from dmftsolve.gaussian import expect
+
+    for scale in (1e12, 1e16, 1e20, 1e30, 1e100):
+        c.append(_api("precision exhausted", f"expect(z²·{scale:g} − {scale:g}) (terms cancel)", "solver",
+                      lambda s=scale: expect(lambda x: s * x[:, 0] ** 2 - s, [0.0], [[1.0]], throw=False)))
+    for scale in (1e10, 1e30):
+        c.append(_api("precision exhausted", f"expect(z·{scale:g}) (mean 0 from cancelling terms)", "solver",
+                      lambda s=scale: expect(lambda x: s * x[:, 0] ** 3, [0.0], [[1.0]], throw=False)))
+    # --- widths the t = 0 quadrature law cannot cover: one line, no internal error or OOM kill
+    for m in (10, 13, 16, 20, 32, 33, 50, 64, 100):
+        c.append(_cli("spectrum", "width", f"--m {m} at t = 0", "input", "--m", str(m)))
+    # --- targets that carry no information about their latent
+    for g in ("threshold", "spectrum"):
+        for t, extra in (("eps", ()), ("0*z + eps", ()), ("eps**2 - 1", ()), ("abs(eps)", ()),
+                         ("eps*z2**0", ("--k", "2"))):
+            c.append(_cli(g, "no information", f"--target {t!r} {' '.join(extra)}".strip(), "input",
+                          "--target", t, *extra))
+    # --- a diverging simulate whose losses' spread overflows: exit 1, never a rate with NaN errors
+    for eta in ("1e10", "1e30", "1e60", "1e100"):
+        c.append(_cli("simulate", "diverging (spread overflows)", f"--activation relu --eta {eta}", "solver",
+                      "--activation", "relu", "--eta", eta, fast=False))
+    # --- signals: one line and 128 + signum, at start-up (in main) and mid-run
+    work = ["dmft", "--delta", "2", "--steps", "300", "--paths", "20000"]
+    for name in ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGALRM", "SIGXCPU"):
+        signum = getattr(_signal, name)
+        for when, after in (("during start-up", 0.6), ("mid-run", 2.5)):
+            c.append(_api("signal", f"{name} {when}", "ok",
+                          lambda s=signum, a=after: _in_subprocess(work, signum=s, after=a), fast=False))
+    # --- output encodings: the result survives, in the locale's own encoding
+    runs = {"alg-threshold": ["alg-threshold", "--target", "Min(z**2, 1e-3)"],
+            "dmft": ["dmft", *TINY["dmft"]], "simulate": ["simulate", *TINY["simulate"]],
+            "spectrum": ["spectrum", "--delta", "3", "--target", "Min(z**2, 3)", "--activation", "quad"],
+            "error line": ["dmft", "--delta", "-1"], "--help": ["transition", "--help"]}
+    for enc in ("ascii", "latin-1", "cp1252", "iso8859-7"):
+        for label, argv in runs.items():
+            code = 2 if label == "error line" else 0
+            c.append(_api("encoding", f"PYTHONIOENCODING={enc}: {label}", "ok",
+                          lambda argv=argv, enc=enc, code=code: _in_subprocess(
+                              argv, env={"PYTHONIOENCODING": enc}, expect_code=code, encoding=enc),
+                          fast=False))
+    # --- the figure scripts' outputs (validation/figures/common.write_outputs): one FileWriteError
+    def outputs_case(kind: str) -> Callable[[], Any]:
+        def run() -> str:
+            import shutil
+
+            from dmftsolve._files import FileWriteError
+            from validation.figures import common as mod
+            out = Path(tempfile.mkdtemp(prefix="dmftsolve_outputs_case_"))
+            try:
+                if kind == "JSON path is a FIFO":
+                    os.mkfifo(out / "fig.json")
+                elif kind == "JSON path is a directory":
+                    (out / "fig.json").mkdir()
+                elif kind == "JSON path links to /dev/null":
+                    os.symlink("/dev/null", out / "fig.json")
+                elif kind == "JSON path links to /dev/full":
+                    os.symlink("/dev/full", out / "fig.json")
+                elif kind == "an old JSON stays when the new one fails":
+                    (out / "fig.json").write_text("old")
+                    os.chmod(out, 0o500)
+                try:
+                    mod.write_outputs(out, "fig", {"a": 1}, None, "")
+                except FileWriteError as exc:
+                    if "fig.json" not in str(exc):
+                        raise AssertionError(f"message does not name the file: {exc}") from None
+                    if kind.startswith("an old") and (out / "fig.json").read_text() != "old":
+                        raise AssertionError("the old file was lost") from None
+                    return "refused"
+                if os.geteuid() == 0 and kind.startswith("an old"):
+                    return "root writes anyway"
+                raise AssertionError("no error")
+            finally:
+                os.chmod(out, 0o700)
+                shutil.rmtree(out, ignore_errors=True)
+        return run
+
+    for kind in ("JSON path is a FIFO", "JSON path is a directory", "JSON path links to /dev/null",
+                 "JSON path links to /dev/full", "an old JSON stays when the new one fails"):
+        c.append(_api("figure outputs", f"write_outputs: {kind}", "ok", outputs_case(kind)))
+    # --- the kurtosis rule against its closed form: y = z^p, centred, E[z^2j] = (2j - 1)!!
+    import math
+
+    from dmftsolve.population import check_sampling
+
+    def dfact(j: int) -> int:
+        return math.prod(range(2 * j - 1, 0, -2))
+
+    for p in range(3, 41):
+        if p > 24 and p % 4:
+            continue
+        mu = dfact(p // 2) if p % 2 == 0 else 0  # E[z^p]
+        m2 = dfact(p) - mu**2
+        m4 = (dfact(2 * p) - 4 * mu * (dfact(3 * p // 2) if p % 2 == 0 else 0) + 6 * mu**2 * dfact(p)
+              - 3 * mu**4)
+        kappa = m4 / m2**2
+        for n in (100, 10**4, 10**6):
+            expect_class = "input" if n < kappa - 1 else "ok"
+            c.append(_api("heavy moments", f"check_sampling(z**{p}, n={n}) (κ = {kappa:.3g})", expect_class,
+                          lambda p=p, n=n: check_sampling(__import__("dmftsolve").Problem.build(
+                              target=f"z**{p}"), n, "n")))
+    # --- more signals: the two profiling timers, a second Ctrl-C while ending, an inherited ignore
+    for name in ("SIGVTALRM", "SIGPROF"):
+        signum = getattr(_signal, name)
+        c.append(_api("signal", f"{name} mid-run", "ok",
+                      lambda s=signum: _in_subprocess(work, signum=s, after=2.5), fast=False))
+
+    def twice() -> str:
+        proc = subprocess.Popen([sys.executable, "-c", "import sys; from dmftsolve.cli import main; "
+                                 "sys.exit(main())", *work], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                env={**os.environ, "PYTHONPATH": str(ROOT)})
+        time.sleep(2.5)
+        proc.send_signal(_signal.SIGINT)
+        time.sleep(0.005)
+        proc.send_signal(_signal.SIGINT)
+        proc.send_signal(_signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+        lines = err.decode().strip().splitlines()
+        if proc.returncode != 130 or len(lines) != 1:
+            raise AssertionError(f"exit {proc.returncode}, stderr {lines[:3]}")
+        return "one line"
+
+    c.append(_api("signal", "SIGINT, SIGINT and SIGTERM in 5 ms", "ok", twice, fast=False))
+
+    def ignored() -> str:
+        short = ["dmft", *TINY["dmft"]]
+        proc = subprocess.Popen(["nohup", sys.executable, "-c", "import sys; from dmftsolve.cli import main; "
+                                 "sys.exit(main())", *short], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=root)
+        time.sleep(0.8)
+        proc.send_signal(_signal.SIGHUP)
+        out, _ = proc.communicate(timeout=60)
+        if proc.returncode != 0:
+            raise AssertionError(f"SIGHUP under nohup ended the run (exit {proc.returncode})")
+        return "finished"
+
+    if subprocess.run(["which", "nohup"], capture_output=True).returncode == 0:
+        c.append(_api("signal", "SIGHUP under nohup stays ignored", "ok", ignored, fast=False))
+    # --- more encodings, and an error line echoing text the encoding lacks
+    for enc in ("cp437", "koi8-r", "mac-roman"):
+        for label in ("dmft", "alg-threshold", "error line", "--help"):
+            argv = runs[label]
+            code = 2 if label == "error line" else 0
+            c.append(_api("encoding", f"PYTHONIOENCODING={enc}: {label}", "ok",
+                          lambda argv=argv, enc=enc, code=code: _in_subprocess(
+                              argv, env={"PYTHONIOENCODING": enc}, expect_code=code, encoding=enc),
+                          fast=False))
+    for enc in ("ascii", "latin-1", "cp1252", "utf-8"):
+        c.append(_api("encoding", f"PYTHONIOENCODING={enc}: error echoing 'δ∞→σ' in a target", "ok",
+                      lambda enc=enc: _in_subprocess(["alg-threshold", "--target", "δ∞→σ"],
+                                                     env={"PYTHONIOENCODING": enc}, expect_code=2,
+                                                     encoding=enc), fast=False))
+    c.append(_api("encoding", "LC_ALL=C without locale coercion: dmft", "ok",
+                  lambda: _in_subprocess(["dmft", *TINY["dmft"]], env={"LC_ALL": "C", "LANG": "C",
+                                                                       "PYTHONCOERCECLOCALE": "0",
+                                                                       "PYTHONUTF8": "0"},
+                                         expect_code=0, encoding="ascii"), fast=False))
+    return c
+
+
 # ----------------------------------------------------------------------------- running
 
 
@@ -1109,7 +1655,7 @@ def write_table(rows: list[Row], path: Path, elapsed: float) -> str:
     lines = [
         "# Bad inputs: every case run, its class and what it printed",
         "",
-        "Generated by `validation/bad_inputs.py` (do not edit by hand; re-run it). Each row was run",
+        "Generated by `python -m validation.bad_inputs` (do not edit by hand; re-run it). Each row was run",
         "in-process (`dmftsolve.cli.main`, or the Python API) in a forked child with a per-case",
         "timeout, at tiny sizes. *Expected* is the class decided in advance: **input** (bad input:",
         "exit 2 / `ValueError` or `TypeError`), **solver** (the computation fails: exit 1 /",

@@ -32,6 +32,7 @@ warning, after a successful run; on failure only the error line is printed.
 from __future__ import annotations
 
 import argparse
+import codecs
 import contextlib
 import importlib
 import os
@@ -41,7 +42,7 @@ import sys
 import threading
 import warnings
 from collections.abc import Iterator, Sequence
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from dmftsolve import __version__
 
@@ -192,8 +193,44 @@ def _flush_warnings(command: str, caught: list[warnings.WarningMessage]) -> None
             print(text, file=sys.stderr)
 
 
-class Terminated(BaseException):
-    """Raised in the main process by the SIGTERM handler :func:`main` installs (exit 143)."""
+class Signalled(BaseException):
+    """Raised in the main process by the signal handlers :func:`main` installs.
+
+    ``signum`` is the signal; the command exits with ``128 + signum`` after one line on
+    stderr (:data:`SIGNAL_TEXT`).
+    """
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+#: SIGTERM's exception (kept as a name: the signal most supervisors send).
+Terminated = Signalled
+
+#: The signals :func:`main` turns into one error line and exit status ``128 + signum``, with
+#: what the line says. A signal the parent set to be ignored (``nohup`` ignores SIGHUP, a
+#: shell's background job SIGINT) stays ignored.
+SIGNAL_TEXT: dict[str, str] = {
+    "SIGINT": "interrupted", "SIGTERM": "terminated (SIGTERM)",
+    "SIGHUP": "hangup (SIGHUP: the terminal or session closed)", "SIGQUIT": "quit (SIGQUIT)",
+    "SIGUSR1": "stopped by signal SIGUSR1", "SIGUSR2": "stopped by signal SIGUSR2",
+    "SIGALRM": "stopped by signal SIGALRM (a time limit?)",
+    "SIGXCPU": "stopped by signal SIGXCPU (CPU time limit reached)",
+    "SIGVTALRM": "stopped by signal SIGVTALRM", "SIGPROF": "stopped by signal SIGPROF",
+}
+
+
+def _signals() -> list[int]:
+    return [getattr(signal, name) for name in SIGNAL_TEXT if hasattr(signal, name)]
+
+
+def _signal_message(signum: int) -> str:
+    try:
+        name = signal.Signals(signum).name
+    except ValueError:  # pragma: no cover
+        return f"stopped by signal {signum}"
+    return SIGNAL_TEXT.get(name, f"stopped by signal {name}")
 
 
 def _end_children() -> None:
@@ -237,12 +274,21 @@ def _end_children() -> None:
             pass
 
 
-@contextlib.contextmanager
-def _sigterm_as_exception() -> Iterator[None]:
-    """While inside, SIGTERM in this (main) process raises :class:`Terminated`.
+def _quiet_signals() -> None:
+    """Ignore every handled signal from now on: the command is already ending, and a second
+    Ctrl-C (or a SIGTERM after it) must not break the one error line with a traceback."""
+    for sig in _signals():
+        with contextlib.suppress(ValueError, OSError):
+            signal.signal(sig, signal.SIG_IGN)
 
-    Forked workers inherit the handler; in them it restores the default action
-    and re-sends the signal, so a worker told to stop stops.
+
+@contextlib.contextmanager
+def _signals_as_exceptions() -> Iterator[None]:
+    """While inside, each signal of :data:`SIGNAL_TEXT` in this (main) process raises
+    :class:`Signalled` (once: further signals are ignored while the command ends).
+
+    Forked workers inherit the handlers; in them a handler restores the default action and
+    re-sends the signal, so a worker told to stop stops.
     """
     if threading.current_thread() is not threading.main_thread():
         yield
@@ -250,23 +296,35 @@ def _sigterm_as_exception() -> Iterator[None]:
     owner = os.getpid()
 
     def handler(signum: int, frame: object) -> None:
-        if os.getpid() != owner:  # a forked worker: die as SIGTERM would make it
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
-            os.kill(os.getpid(), signal.SIGTERM)
+        if os.getpid() != owner:  # a forked worker: die as the signal would make it
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
             return
+        received.append(signum)
+        _quiet_signals()
         # end the workers now: a process pool's shutdown would otherwise wait for their tasks
         _end_children()
-        raise Terminated()
+        raise Signalled(signum)
 
-    try:
-        previous = signal.signal(signal.SIGTERM, handler)
-    except (ValueError, OSError):  # pragma: no cover - not settable here
-        yield
-        return
+    previous: dict[int, Any] = {}
+    received: list[int] = []
+    for sig in _signals():
+        try:
+            current = signal.getsignal(sig)
+            if current is signal.SIG_IGN:  # ignored by the parent (nohup, a background job)
+                continue
+            previous[sig] = signal.signal(sig, handler)
+        except (ValueError, OSError):  # pragma: no cover - not settable here
+            continue
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        # after a signal the command is ending: the handlers stay ignoring, since a second
+        # signal still pending (it came while the first was handled) would otherwise reach the
+        # restored default handler after the error line and end the process with a traceback
+        for sig, old in ({} if received else previous).items():
+            with contextlib.suppress(ValueError, OSError, TypeError):
+                signal.signal(sig, old if old is not None else signal.SIG_DFL)
 
 
 def _available_cpus() -> int:
@@ -293,42 +351,121 @@ def _cap_workers(args: argparse.Namespace) -> None:
                       f"process; using --workers {cpus}", UserWarning, stacklevel=2)
 
 
+#: ASCII spellings of the characters the commands print, for a terminal or file whose encoding
+#: lacks them (an ASCII or Latin-1 locale): the fallback :func:`_encoding_fallback` installs.
+ASCII_SPELLING: dict[str, str] = {
+    "±": "+/-", "δ": "delta", "Δ": "Delta", "σ": "sigma", "η": "eta", "λ": "lambda", "θ": "theta",
+    "Θ": "Theta", "μ": "mu", "ε": "eps", "ρ": "rho", "τ": "tau", "χ": "chi", "ξ": "xi", "Ξ": "Xi",
+    "ψ": "psi", "φ": "phi", "α": "alpha", "β": "beta", "γ": "gamma", "π": "pi", "…": "...",
+    "–": "-", "—": "--", "−": "-", "×": "x", "·": "*", "≈": "~", "≤": "<=", "≥": ">=", "≠": "!=",
+    "→": "->", "←": "<-", "∞": "inf", "√": "sqrt", "²": "^2", "³": "^3", "⁴": "^4", "¹": "^1",
+    "⁻": "^-", "ᵀ": "^T", "⊥": "_perp", "∈": " in ", "∑": "sum", "Σ": "Sum", "‖": "||", "’": "'",
+    "‘": "'", "“": '"', "”": '"', "°": " deg", "½": "1/2", "µ": "u", "\u00a0": " ",
+}
+
+#: Characters whose encoding decides, before any work, whether the fallback is needed.
+_PROBE = "±δσηλ…−×≈≤≥→²ᵀ"
+
+
+def _transliterate(exc: UnicodeError) -> tuple[str, int]:
+    """Codec error handler ``dmftsolve-ascii``: :data:`ASCII_SPELLING`, else the ASCII letters of
+    the character's decomposition, else a ``\\uXXXX`` escape (never an exception)."""
+    if not isinstance(exc, UnicodeEncodeError):
+        raise exc
+    import unicodedata
+
+    out = []
+    for ch in exc.object[exc.start:exc.end]:
+        if ch in ASCII_SPELLING:
+            out.append(ASCII_SPELLING[ch])
+            continue
+        plain = unicodedata.normalize("NFKD", ch).encode("ascii", "ignore").decode()
+        out.append(plain if plain else (f"\\u{ord(ch):04x}" if ord(ch) < 0x10000 else f"\\U{ord(ch):08x}"))
+    return "".join(out), exc.end
+
+
+codecs.register_error("dmftsolve-ascii", _transliterate)
+
+
+@contextlib.contextmanager
+def _encoding_fallback() -> Iterator[None]:
+    """While inside, stdout and stderr survive any encoding.
+
+    Decided before the work starts: a stream whose encoding cannot write the characters the
+    commands print (``±``, ``δ``, …; an ASCII or Latin-1 locale, ``PYTHONIOENCODING=ascii``)
+    writes them in ASCII (:data:`ASCII_SPELLING`); one that can, but would raise on a
+    character it lacks (``errors='strict'``, e.g. a file name with undecodable bytes echoed
+    back), falls back the same way for that character only. Restored on the way out.
+    """
+    restore = []
+    for name in ("stdout", "stderr"):
+        stream = getattr(sys, name, None)
+        reconfigure = getattr(stream, "reconfigure", None)
+        encoding = getattr(stream, "encoding", None)
+        errors = getattr(stream, "errors", None)
+        if reconfigure is None or not isinstance(encoding, str):
+            continue
+        try:
+            _PROBE.encode(encoding)
+            lacks = False
+        except (UnicodeError, LookupError):
+            lacks = True
+        if not lacks and errors not in ("strict", None):
+            continue
+        try:
+            reconfigure(errors="dmftsolve-ascii")
+        except (ValueError, OSError, TypeError):  # closed, or not reconfigurable
+            continue
+        restore.append((stream, errors))
+    try:
+        yield
+    finally:
+        for stream, errors in restore:
+            with contextlib.suppress(ValueError, OSError, TypeError):
+                stream.reconfigure(errors=errors)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``dmftsolve`` with ``argv`` (default ``sys.argv[1:]``); returns the exit status.
 
-    SIGTERM is handled like Ctrl-C: one line on stderr, the worker processes ended,
-    exit status 143 (130 for Ctrl-C).
+    Before any work: every signal of :data:`SIGNAL_TEXT` (Ctrl-C, SIGTERM, SIGHUP, …) is set
+    to end the command with one line on stderr, the worker processes ended, and exit status
+    ``128 + signum`` (130 for Ctrl-C, 143 for SIGTERM, 129 for SIGHUP); and the output
+    encoding's fallback is decided (:func:`_encoding_fallback`).
     """
-    argv = list(sys.argv[1:] if argv is None else argv)
+    with _signals_as_exceptions(), _encoding_fallback():
+        return _main(list(sys.argv[1:] if argv is None else argv))
+
+
+def _main(argv: list[str]) -> int:
     debug = "--debug" in argv
     command = "?"
     options: frozenset[str] = frozenset()
     try:
-        with _sigterm_as_exception():
-            parser = build_parser()
-            args, extras = parser.parse_known_args(argv)
-            if extras:  # reported by the command's own parser, so the line names the command
-                getattr(parser, "command_parsers", {}).get(args.command, parser).error(
-                    f"unrecognized arguments: {' '.join(extras)}")
-            debug = bool(getattr(args, "debug", False))
-            if args.command is None:
-                names = ", ".join(parser.commands)  # type: ignore[attr-defined]
-                print(f"dmftsolve: error: no command given; choose one of {names} "
-                      "(see 'dmftsolve --help')", file=sys.stderr)
-                return 2
-            command = args.command
-            options = _options(getattr(parser, "command_parsers", {}).get(command))
-            if sys.stdout is None or _closed(sys.stdout):
-                print(f"dmftsolve {command}: error: standard output is closed, so the results "
-                      "could not be printed; redirect it to a file (> results.txt)", file=sys.stderr)
-                return 2
-            with warnings.catch_warnings(record=True) as caught:
-                warnings.simplefilter("always")
-                _cap_workers(args)
-                code = int(args.func(args) or 0)
-            if code == 0:
-                _flush_warnings(command, caught)
-            return code
+        parser = build_parser()
+        args, extras = parser.parse_known_args(argv)
+        if extras:  # reported by the command's own parser, so the line names the command
+            getattr(parser, "command_parsers", {}).get(args.command, parser).error(
+                f"unrecognized arguments: {' '.join(extras)}")
+        debug = bool(getattr(args, "debug", False))
+        if args.command is None:
+            names = ", ".join(parser.commands)  # type: ignore[attr-defined]
+            print(f"dmftsolve: error: no command given; choose one of {names} "
+                  "(see 'dmftsolve --help')", file=sys.stderr)
+            return 2
+        command = args.command
+        options = _options(getattr(parser, "command_parsers", {}).get(command))
+        if sys.stdout is None or _closed(sys.stdout):
+            print(f"dmftsolve {command}: error: standard output is closed, so the results "
+                  "could not be printed; redirect it to a file (> results.txt)", file=sys.stderr)
+            return 2
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            _cap_workers(args)
+            code = int(args.func(args) or 0)
+        if code == 0:
+            _flush_warnings(command, caught)
+        return code
     except SystemExit as exc:  # argparse: a usage error (2, already printed), or --help/--version
         if exc.code in (0, None):
             raise  # --help/--version leave through SystemExit(0), as argparse does
@@ -340,12 +477,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             pass
         return 141
     except BaseException as exc:  # noqa: BLE001 - the one place every failure is reported
-        if isinstance(exc, (KeyboardInterrupt, Terminated)):
+        if isinstance(exc, (KeyboardInterrupt, Signalled)):
+            _quiet_signals()  # a second signal while ending must not print a traceback
             _end_children()
         if debug:
             raise
-        if isinstance(exc, Terminated):
-            code, message = 143, "terminated (SIGTERM)"
+        if isinstance(exc, Signalled):
+            code, message = 128 + exc.signum, _signal_message(exc.signum)
         else:
             code, message = _classify(exc, options)
         try:

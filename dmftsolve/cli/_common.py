@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from dmftsolve._files import FIGURE_FORMATS, FileWriteError, check_output_file, savefig
 from dmftsolve.problem import Problem
 from dmftsolve.results import format_pm as format_pm  # the one rounding rule (reprs use it too)
 from dmftsolve.results import jsonable
@@ -345,11 +346,12 @@ def format_table(headers: list[str], rows: list[list[Any]], floatfmt: str = ".4g
 
 
 def check_output_path(path: str | None, option: str = "--plot") -> str | None:
-    """Refuse (``ValueError``, exit 2) an output file that cannot be written, before any work.
+    """Refuse (``ValueError``, exit 2) a figure file that could only fail after the work.
 
     Checks that matplotlib is importable, that the extension (if any) is a format
-    matplotlib writes, and that the file can be opened for writing (a file this check
-    creates is removed again). Returns the path matplotlib will write: without an
+    matplotlib writes, and the rules of :func:`dmftsolve._files.check_output_file`: a
+    regular file (or none yet) in a directory that takes a new file, on a file system with
+    room. Returns the path the figure is written to (:func:`write_figure`): without an
     extension it appends ``.png``.
     """
     if path is None:
@@ -365,28 +367,31 @@ def check_output_path(path: str | None, option: str = "--plot") -> str | None:
     if p.is_dir():
         raise ValueError(f"{option}: {clip(path)} is a directory, not a file")
     suffix = p.suffix.lower().lstrip(".")
-    formats = {"png", "pdf", "svg", "svgz", "eps", "ps", "jpg", "jpeg", "tif", "tiff", "webp",
-               "pgf", "raw", "rgba"}
-    if suffix and suffix not in formats:
+    if suffix and suffix not in FIGURE_FORMATS:
         raise ValueError(f"{option}: unknown figure format {clip(suffix)} (use one of "
-                         f"{', '.join(sorted(formats))})")
+                         f"{', '.join(sorted(FIGURE_FORMATS))})")
     if not suffix:
+        if p.exists() or p.is_symlink():  # e.g. /dev/null: refused as such, not as /dev/null.png
+            check_output_file(p, option)
         p = p.with_name(p.name + ".png")
-    if p.is_dir():
-        raise ValueError(f"{option}: {clip(str(p))} is a directory, not a file")
-    parent = p.parent if str(p.parent) else Path(".")
-    if not parent.is_dir():
-        raise ValueError(f"{option}: directory {clip(str(parent))} does not exist")
-    existed = p.exists()
-    try:
-        with open(p, "ab"):
-            pass
-    except OSError as exc:
-        raise ValueError(f"{option}: cannot write {clip(str(p))}: {exc.strerror or exc}") from None
-    finally:
-        if not existed and p.exists():
-            p.unlink()
+    check_output_file(p, option)
     return str(p)
+
+
+def write_figure(fig: Any, path: str, option: str = "--plot", **kwargs: Any) -> None:
+    """Save ``fig`` to ``path`` atomically (:func:`dmftsolve._files.savefig`) and close it.
+
+    A failure (a full disk, a size limit) is a :class:`CommandError` naming the file (exit 1);
+    the old file, if any, is left as it was.
+    """
+    import matplotlib.pyplot as plt
+
+    try:
+        savefig(fig, path, option, **kwargs)
+    except FileWriteError as exc:
+        raise CommandError(str(exc), code=1) from None
+    finally:
+        plt.close(fig)
 
 
 def add_progress_argument(group: Any) -> None:

@@ -11,16 +11,17 @@ or numpy's words after an hour of work:
   keys, each a JSON array (a string is not read character by character);
 * equal lengths, at least 2 and at most :data:`MAX_SIM_POINTS` points;
 * ``deltas``: real numbers (not booleans), finite and > 0;
-* ``trials``: whole numbers >= 1; ``successes``: whole numbers with
+* no key twice (JSON would silently keep the last);
+* ``trials``: whole numbers from 1 to :data:`MAX_TRIALS`; ``successes``: whole numbers with
   ``0 <= successes <= trials`` (``3.0`` is accepted as 3, ``2.5`` and ``true`` are not).
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
-import stat
 from typing import Any
 
 __all__ = ["MAX_SIM_BYTES", "MAX_SIM_POINTS", "load_success_counts"]
@@ -29,6 +30,10 @@ __all__ = ["MAX_SIM_BYTES", "MAX_SIM_POINTS", "load_success_counts"]
 MAX_SIM_BYTES = 4 * 2**20
 #: Most points (δ values) in a ``--sim`` file.
 MAX_SIM_POINTS = 10_000
+
+#: Most trials at one δ (far more GD runs than any simulation makes; keeps the counts exact
+#: in double precision and the fit's arithmetic finite).
+MAX_TRIALS = 10**9
 
 _KEYS = ("deltas", "successes", "trials")
 
@@ -41,45 +46,46 @@ def _fail(path: Any, problem: str) -> ValueError:
 
 
 def _read_regular_file(path: Any) -> bytes:
-    """The bytes of ``path`` if it is a regular file of at most :data:`MAX_SIM_BYTES` bytes."""
+    """The bytes of ``path`` if it is a regular file of at most :data:`MAX_SIM_BYTES` bytes
+    (:func:`dmftsolve._files.read_regular`: opened without blocking, type checked on the fd)."""
+    from dmftsolve._files import FileReadError, read_regular
+
     try:
         fspath = os.fspath(path)
     except TypeError:
         raise _fail(path, f"expected a file path, got {type(path).__name__}") from None
     try:
-        # O_NONBLOCK: opening a FIFO with no writer must not wait; the type is checked on the fd
-        fd = os.open(fspath, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
+        return read_regular(fspath, MAX_SIM_BYTES, "--sim")
     except FileNotFoundError:
         raise _fail(path, "no such file") from None
-    except IsADirectoryError:
-        raise _fail(path, "is a directory, not a JSON file") from None
-    except (OSError, ValueError) as exc:  # permission, a NUL in the name, …
+    except FileReadError as exc:
+        if exc.errno == errno.EINVAL:  # not a regular file
+            raise _fail(path, str(exc).split(": ", 1)[-1].replace(repr(fspath) + " ", "") +
+                        "; give a regular JSON file") from None
+        if exc.errno == errno.EFBIG:
+            raise _fail(path, f"is more than {MAX_SIM_BYTES} bytes; at most {MAX_SIM_BYTES} are "
+                              "read") from None
+        if exc.errno == errno.EISDIR:
+            raise _fail(path, "is a directory, not a JSON file") from None
+        raise _fail(path, f"cannot be opened ({exc})") from None
+    except (OSError, ValueError) as exc:  # a NUL in the name, …
         raise _fail(path, f"cannot be opened ({type(exc).__name__}: {exc})") from None
-    try:
-        info = os.fstat(fd)
-        if stat.S_ISDIR(info.st_mode):
-            raise _fail(path, "is a directory, not a JSON file")
-        if not stat.S_ISREG(info.st_mode):
-            kind = ("a FIFO" if stat.S_ISFIFO(info.st_mode) else "a device"
-                    if stat.S_ISCHR(info.st_mode) or stat.S_ISBLK(info.st_mode) else "a socket"
-                    if stat.S_ISSOCK(info.st_mode) else "not a regular file")
-            raise _fail(path, f"is {kind}; give a regular JSON file")
-        if info.st_size > MAX_SIM_BYTES:
-            raise _fail(path, f"is {info.st_size} bytes; at most {MAX_SIM_BYTES} are read")
-        chunks, size = [], 0
-        while True:
-            chunk = os.read(fd, 1 << 16)
-            if not chunk:
-                break
-            size += len(chunk)
-            if size > MAX_SIM_BYTES:  # grew while being read
-                raise _fail(path, f"is more than {MAX_SIM_BYTES} bytes")
-            chunks.append(chunk)
-        return b"".join(chunks)
-    except OSError as exc:
-        raise _fail(path, f"cannot be read ({type(exc).__name__}: {exc})") from None
-    finally:
-        os.close(fd)
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """``object_pairs_hook``: a key given twice is refused (JSON keeps the last one silently)."""
+    seen: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in seen:
+            raise _Duplicate(key)
+        seen[key] = value
+    return seen
+
+
+class _Duplicate(ValueError):
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
 
 
 def _refuse_constant(name: str) -> None:
@@ -130,7 +136,10 @@ def load_success_counts(path: str | os.PathLike[str]) -> dict[str, list[Any]]:
     except UnicodeDecodeError as exc:
         raise _fail(path, f"is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     try:
-        data = json.loads(text, parse_constant=_refuse_constant)
+        data = json.loads(text, parse_constant=_refuse_constant, object_pairs_hook=_no_duplicates)
+    except _Duplicate as exc:
+        raise _fail(path, f"key {json.dumps(exc.key)[:40]} appears twice; JSON would keep only the "
+                          "last one, so the file is ambiguous") from None
     except RecursionError:
         raise _fail(path, "JSON nested too deeply") from None
     except ValueError as exc:
@@ -165,6 +174,10 @@ def load_success_counts(path: str | os.PathLike[str]) -> dict[str, list[Any]]:
             raise _fail(path, f"deltas[{i}] must be finite and > 0, got {v!r}"[:200])
         deltas.append(x)
     trials = [_whole(path, "trials", i, v, 1) for i, v in enumerate(data["trials"])]
+    for i, n in enumerate(trials):
+        if n > MAX_TRIALS:
+            raise _fail(path, f"trials[{i}] = {n} is more than {MAX_TRIALS:.0e}, more GD runs than any "
+                              "simulation makes; give the counts themselves")
     successes = [_whole(path, "successes", i, v, 0) for i, v in enumerate(data["successes"])]
     for i, (k, n) in enumerate(zip(successes, trials, strict=True)):
         if k > n:

@@ -109,6 +109,9 @@ def run(args: argparse.Namespace) -> int:
     from dmftsolve.dynamics.dmft import solve_dmft
 
     problem = problem_from_args(args)
+    from dmftsolve.population import check_sampling
+
+    check_sampling(problem, args.paths, "--paths")
     memory, seconds = dmft_cost(problem, args.paths, method=args.method,
                                 replicate=args.errors == "replicate", n_batches=args.batches)
     check_cost(args, f"the DMFT with {problem.training.steps} steps and {args.paths} paths",

@@ -32,6 +32,7 @@ from dmftsolve.cli._common import (
     problem_from_args,
     want_progress,
     warn,
+    write_figure,
 )
 
 #: Defaults of the headline job beyond the common problem defaults (``_common.PROBLEM_DEFAULTS``:
@@ -158,8 +159,7 @@ def _plot(path: str, result: Any, threshold: float) -> None:
         a2.set_ylabel("mean cosine")
         a2.legend()
     fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    write_figure(fig, path)
 
 
 def _trajectory_rows(run: Any, count: int = 11) -> list[list[Any]]:
@@ -196,6 +196,9 @@ def run(args: argparse.Namespace) -> int:
     for v in args.delta:
         if not v > 0:
             raise ValueError(f"--delta values must be > 0, got {v:g}")
+    from dmftsolve.population import check_sampling
+
+    check_sampling(problem, max(1, int(round(min(args.delta) * args.d))), "the samples n = δd")
     jobs = len(args.delta) * args.trials
     workers = _workers(args.workers, jobs)
     memory, seconds = simulate_cost(problem, args.d, args.delta, args.trials, workers,

@@ -212,7 +212,7 @@ def run(args: argparse.Namespace) -> int:
                          "steps; give one of them")
     args.steps = args.t
     delta = check_delta(args.delta)
-    check_output_path(args.plot)
+    args.plot = check_output_path(args.plot)
     problem = problem_from_args(args)
     prob, hard = restricted(problem)
     lam = prob.training.lam
@@ -223,7 +223,7 @@ def run(args: argparse.Namespace) -> int:
     if t == 0:
         law_hi = Law.initial(prob, nodes=args.nodes)
         nodes = int(law_hi.diagnostics["nodes"])
-        law_lo = Law.initial(prob, nodes=max(8, (2 * nodes) // 3), error=False)
+        law_lo = Law.initial(prob, nodes=max(4, (2 * nodes) // 3), error=False)
         M0 = np.array(prob.training.init.overlaps(k, m), dtype=float)
         M0[list(prob.training.hold_zero), :] = 0.0
         Q0 = np.array(prob.training.init.gram(m), dtype=float)
@@ -372,5 +372,6 @@ def _plot(path: str, x: np.ndarray, dens: np.ndarray, summary: dict[str, Any], d
     ax.set_xlabel("eigenvalue")
     ax.set_title(f"Hessian spectrum, δ={delta:g}, t={t}")
     ax.legend()
-    fig.savefig(path, dpi=100, bbox_inches="tight")
-    plt.close(fig)
+    from dmftsolve.cli._common import write_figure
+
+    write_figure(fig, path, dpi=100, bbox_inches="tight")

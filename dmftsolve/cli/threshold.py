@@ -187,6 +187,9 @@ def run(args: argparse.Namespace) -> int:
         warn(args, f"--steps {args.steps} is ignored: threshold takes the Hessian at --t, or at "
                    "--long-time and half of it")
     problem = problem_from_args(args)
+    from dmftsolve.population import check_sampling
+
+    check_sampling(problem, args.paths, "--paths")
     settings = ThresholdSettings(criterion=args.criterion, bracket=args.bracket, grid=args.grid,
                                  xtol=args.xtol, n_paths=args.paths, seed=args.seed,
                                  long_time=args.long_time, tails=args.tails, replicates=args.replicates,

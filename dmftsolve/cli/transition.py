@@ -23,6 +23,7 @@ from dmftsolve.cli._common import (
     positive_int,
     problem_from_args,
     want_progress,
+    write_figure,
 )
 
 DESCRIPTION = """\
@@ -145,10 +146,15 @@ def _check_transition_cost(args: argparse.Namespace, problem: Any, s: Any) -> No
 
     memory, _ = dmft_cost(problem, N, replicate=False)
     total = _draw_seconds(problem, N, s) * draws / max(1, s.workers)
+    what = f"{draws} DMFT draws of {problem.training.steps} steps with up to {N} paths"
     if args.delta is None and total <= MAX_SECONDS:
-        total = 0.0  # the search stops long before --max-draws as a rule; its progress shows the time left
-    check_cost(args, f"{draws} DMFT draws of {problem.training.steps} steps with up to {N} paths",
-               memory, total, "use fewer --draws / --max-draws, a larger --tol, or fewer --paths")
+        # the search stops long before --max-draws as a rule, but its first batch of --draws
+        # draws is certain: estimated from that (--draws 100000 used to start without a word)
+        first = min(s.draws, s.max_draws)
+        total = _draw_seconds(problem, N, s) * first / max(1, s.workers)
+        what = f"the search's first batch of {first} DMFT draws of {problem.training.steps} steps"
+    check_cost(args, what, memory, total,
+               "use fewer --draws / --max-draws, a larger --tol, or fewer --paths")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -158,7 +164,6 @@ def run(args: argparse.Namespace) -> int:
     from dmftsolve.thresholds.finite_d_transition import (
         TransitionSettings,
         label_mean_warning,
-        probit_fit,
         resolve_settings,
         transition,
         transition_directions,
@@ -173,6 +178,15 @@ def run(args: argparse.Namespace) -> int:
                          f"overlap m_0/sqrt(d) (got --M0 {args.M0}, --Q0 {args.Q0}, "
                          f"--hold-zero {args.hold_zero})")
     sim = _load_sim(args.sim)
+    sim_fit = None
+    if sim is not None:  # fitted now: counts that cannot be fitted are refused before the work
+        from dmftsolve.thresholds.delta50 import fit_counts
+
+        try:
+            sim_fit = fit_counts(sim["deltas"], sim["successes"], sim["trials"],
+                                 what=f"--sim {str(args.sim)!r}"[:90])
+        except ValueError as exc:
+            raise CommandError(str(exc), 2) from None
     problem = problem_from_args(args)
     if args.paths is not None and args.paths < 40:
         raise ValueError(f"--paths must be at least 40, got {args.paths}")
@@ -203,9 +217,6 @@ def run(args: argparse.Namespace) -> int:
     if early:
         print(f"warning: {early}", file=sys.stderr, flush=True)
     c = transition(problem, args.d, args.delta, settings=s, throw=False, progress=want_progress(args))
-    sim_fit = None
-    if sim is not None:
-        sim_fit = probit_fit(np.array(sim["deltas"]), np.array(sim["successes"]), np.array(sim["trials"]))
     if args.plot is not None:
         import matplotlib
         matplotlib.use("Agg")
@@ -246,8 +257,7 @@ def run(args: argparse.Namespace) -> int:
                      f"m = {problem.m}, d = {args.d}, T = {problem.training.steps}", fontsize=8)
         ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
         fig.tight_layout()
-        fig.savefig(args.plot, dpi=110)
-        plt.close(fig)
+        write_figure(fig, str(args.plot), dpi=110)
     payload = {"result": c.to_dict(), "simulator": sim,
                "simulator_delta_50": None if sim_fit is None else {"delta_50": sim_fit[0], "err": sim_fit[1]}}
 
@@ -261,7 +271,8 @@ def run(args: argparse.Namespace) -> int:
                f"{gave_up} of them gave up)",
                format_table(["delta", "escapes", "P(success)"], rows)]
         if sim_fit is not None:
-            out.append(f"simulator delta_50 = {sim_fit[0]:.2f} ± {sim_fit[1]:.2f} (probit fit)")
+            out.append(f"simulator delta_50 = {format_pm(sim_fit[0], sim_fit[1])} (probit fit, "
+                       "posterior error)")
         if c.ok:
             out.append(f"delta_50 = {format_pm(c.delta_50, c.delta_50_err)}  (probit width {c.width:.2g})")
         else:

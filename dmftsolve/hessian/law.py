@@ -281,14 +281,33 @@ class Law:
         plan = _initial_plan(problem)
         n_full = sum(1 for c in plan["coords"] if c["full"])
         if nodes is None:
-            nodes = int(min(400, math.floor(max_atoms ** (1.0 / max(n_full, 1)) * (1 + 1e-12))))
+            nodes = max(4, int(min(400, math.floor(max_atoms ** (1.0 / max(n_full, 1)) * (1 + 1e-12)))))
             while nodes > 4 and _plan_size(plan, nodes) > max_atoms:
                 nodes -= 1
         elif isinstance(nodes, bool) or not isinstance(nodes, (int, np.integer)) or nodes < 4:
             raise ValueError(f"nodes must be an integer >= 4, got {nodes!r}")
-        if _plan_size(plan, int(nodes)) > 2**26:
-            raise ValueError(f"nodes={nodes} gives {_plan_size(plan, int(nodes))} atoms in {n_full} "
+        size = _plan_size(plan, int(nodes))
+        if size > 2**26:
+            if len(plan["coords"]) > 32 or _plan_size(plan, 4) > 2**26:
+                # even the coarsest rule is too large: the product rule cannot cover this width
+                raise ValueError(
+                    f"the t = 0 quadrature law of m={problem.m} hidden unit(s) is a product rule in "
+                    f"{len(plan['coords'])} Gaussian coordinates: even 4 nodes each give "
+                    f"{_plan_size(plan, 4):.3g} atoms, more than 2**26; the largest width it covers "
+                    "is about 12 units (use fewer --m, or t > 0, whose law is sampled)")
+            raise ValueError(f"nodes={nodes} gives {size} atoms in {n_full} "
                              "dimension(s), more than 2**26; lower nodes")
+        from dmftsolve.dynamics.dmft import available_memory_bytes
+
+        # peak of _initial_law and the expectations over it: the grids, D (m×m per atom) and
+        # products such as D @ D, about four arrays of each
+        need = 8 * 4 * size * (len(plan["coords"]) + 3 * problem.m ** 2 + 2 * problem.m + problem.k + 4)
+        avail = available_memory_bytes()
+        if avail is not None and need > avail:
+            raise ValueError(f"the t = 0 quadrature law of m={problem.m} hidden unit(s) has {size} atoms "
+                             f"({nodes} nodes in each of {n_full} coordinates) and needs about "
+                             f"{need / 2**30:.3g} GiB, more than the {avail / 2**30:.3g} GiB available; "
+                             "lower nodes or use fewer --m")
         law = _initial_law(problem, plan, int(nodes))
         law.diagnostics.update(_probe_bounds(problem, plan))
         if error:
@@ -462,7 +481,8 @@ def _rule_size(n: int, kinks: list[float]) -> int:
 
 
 def _plan_size(plan: dict[str, Any], nodes: int) -> int:
-    return int(np.prod([_rule_size(nodes if c["full"] else 3, c["kinks"]) for c in plan["coords"]]))
+    """Atoms of the product rule (a Python integer: ``np.prod`` wraps around past 2**63)."""
+    return math.prod(_rule_size(nodes if c["full"] else 3, c["kinks"]) for c in plan["coords"])
 
 
 def _initial_law(problem: Problem, plan: dict[str, Any], nodes: int) -> Law:

@@ -331,7 +331,9 @@ class _Recorder:
             G = W.T @ W
             out["overlaps"][i] = M
             out["gram"][i] = G
-            out["train_loss"][i] = float(np.mean(problem.loss_value(self.y, np.asarray(V, np.float64))))
+            lt_train = problem.loss_value(self.y, np.asarray(V, np.float64))
+            out["train_loss"][i] = float(np.mean(lt_train))
+            spread_train = float(np.std(lt_train))
             out["bias"][i] = 0.0 if b is None else b
             if np.all(np.isfinite(W)):
                 Vt = test.z @ M + test.xi @ _psd_factor(W[k:].T @ W[k:]).T
@@ -351,6 +353,12 @@ class _Recorder:
                      ("overlaps", "gram", "train_loss", "grad_norm", "cosine", "bias"))
         if not finite:
             self.status, self.message, self.done = Status.NONFINITE, f"non-finite values at step {t}", True
+        elif not (math.isfinite(spread_train) and math.isfinite(out["test_loss_stderr"][i])):
+            # the losses are finite but their spread overflows: no error bar can be given for
+            # them, and GD at this scale has left double precision's range (a divergence)
+            self.status, self.done = Status.NONFINITE, True
+            self.message = (f"non-finite values at step {t}: the losses' spread overflows double "
+                            f"precision (train loss {out['train_loss'][i]:.3g})")
         elif self.success_rows and \
                 out["cosine_per_direction"][i][self.success_rows].min() > self.opts.stop_cosine:
             self.stopped, self.done = t, True  # first passage: the rows after i stay NaN

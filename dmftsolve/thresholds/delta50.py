@@ -31,7 +31,7 @@ import numpy as np
 from scipy.optimize import minimize
 from scipy.special import log_ndtr, ndtr
 
-__all__ = ["probit_fit", "posterior_sd", "search_delta_50", "SearchOutcome", "DELTA_RANGE"]
+__all__ = ["probit_fit", "posterior_sd", "fit_counts", "search_delta_50", "SearchOutcome", "DELTA_RANGE"]
 
 #: The search's range of δ: a transition outside it is reported as not found.
 DELTA_RANGE = (0.25, 200.0)
@@ -269,6 +269,87 @@ def probit_fit(deltas: np.ndarray, successes: np.ndarray, trials: np.ndarray, *,
     boot = np.clip(_probit_mle_many(x, ks[keep], n, (mu, w), bounded)[0], lo, hi)
     se = float(boot.std(ddof=1)) if boot.size > 1 else math.nan
     return mu, se, w
+
+
+def pool_counts(deltas: Any, successes: Any, trials: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Counts at equal δ added up, sorted by δ: ``(deltas, successes, trials)``.
+
+    Two points at one δ are one binomial sample; fitted apart they look like a step of zero
+    width there, and the fit's error collapses to zero.
+    """
+    x = np.asarray(deltas, float)
+    k = np.asarray(successes, float)
+    n = np.asarray(trials, float)
+    xs, inverse = np.unique(x, return_inverse=True)
+    return xs, np.bincount(inverse, k, xs.size), np.bincount(inverse, n, xs.size)
+
+
+def fit_counts(deltas: Any, successes: Any, trials: Any, *, what: str = "counts",
+               seed: int = 0) -> tuple[float, float, float]:
+    """δ_50, its error and the width of a probit fit to success counts given by a user,
+    refused (``ValueError`` naming ``what``) where they cannot be fitted.
+
+    The counts are pooled at equal δ (:func:`pool_counts`), then refused if they lie at fewer
+    than two δ, if every point is 0 or every point is all its trials (δ_50 outside the points),
+    or if the success rate does not rise from the smallest δ to the largest. The fit is the
+    maximum-likelihood probit with the posterior error (:func:`probit_fit`,
+    ``error="posterior"``: honest for separated counts, where a bootstrap gives zero), refused
+    if δ_50 lies outside the points (an extrapolation, not a measurement) or the error is not
+    finite and positive.
+
+    Parameters
+    ----------
+    deltas, successes, trials : array_like
+        Equal-length 1-d arrays: sample ratios (> 0), successes and trials at each.
+    what : str
+        How the messages name the counts (e.g. ``"--sim 'gd.json'"``).
+    seed : int
+        Unused by the posterior error; kept for a bootstrap variant.
+
+    Returns
+    -------
+    tuple of float
+        ``(delta_50, error, width)``.
+
+    Raises
+    ------
+    ValueError
+        For counts that cannot be fitted (see above); the message says why and what to add.
+
+    Examples
+    --------
+    >>> fit_counts([4, 5, 6, 7], [1, 4, 9, 15], [16, 16, 16, 16])[0] > 4
+    True
+    >>> fit_counts([5, 5], [0, 10], [10, 10])  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: counts: all points are at delta = 5 (after pooling equal deltas); ...
+    """
+    x, k, n = pool_counts(deltas, successes, trials)
+    if x.size < 2:
+        raise ValueError(f"{what}: all points are at delta = {x[0]:g} (after pooling equal deltas); a "
+                         "probit fit needs counts at 2 or more distinct deltas" if x.size else
+                         f"{what}: no points")
+    if not (np.all(np.isfinite(x)) and np.all(x > 0) and np.all(n >= 1) and np.all((k >= 0) & (k <= n))):
+        raise ValueError(f"{what}: deltas must be finite and > 0, trials >= 1 and 0 <= successes <= trials")
+    if np.all(k == 0):
+        raise ValueError(f"{what}: no successes at any delta (up to {x.max():g}): delta_50 lies above the "
+                         "points; add counts at larger delta")
+    if np.all(k == n):
+        raise ValueError(f"{what}: every trial succeeded (from delta {x.min():g}): delta_50 lies below the "
+                         "points; add counts at smaller delta")
+    rate = k / n
+    if rate[-1] <= rate[0]:
+        raise ValueError(f"{what}: the success rate does not rise with delta ({rate[0]:.3g} at {x[0]:g}, "
+                         f"{rate[-1]:.3g} at {x[-1]:g}); a probit curve cannot be fitted")
+    with np.errstate(all="ignore"):
+        mu, se, w = probit_fit(x, k, n, shrink="fit", error="posterior", seed=seed)
+    if not (math.isfinite(mu) and x.min() <= mu <= x.max()):
+        raise ValueError(f"{what}: the fitted delta_50 = {mu:.3g} lies outside the points "
+                         f"[{x.min():g}, {x.max():g}], an extrapolation; add counts on both sides of it")
+    if not (math.isfinite(se) and se > 0):
+        raise ValueError(f"{what}: the fit of delta_50 has no finite positive error (got {se!r})")
+    return float(mu), float(se), float(w)
 
 
 def _lattice(x: float) -> float:

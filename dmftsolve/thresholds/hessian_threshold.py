@@ -255,6 +255,13 @@ def restricted(problem: Problem, split: DirectionSplit | None = None) -> tuple[P
     if not hard:
         raise ValueError(f"target={problem.target.expr!r} has no hard direction: every direction is "
                          "learned in O(1) steps, so there is no δ_NN")
+    used = {sym.name for sym in problem.target.sympy_expr.free_symbols}
+    names = problem.target.variable_names
+    if not any(names[j] in used for j in hard):
+        unused = ", ".join(names[j] for j in hard)
+        raise ValueError(f"target={problem.target.expr!r} does not depend on {unused}: the label carries "
+                         "no information about the hard direction(s), so no sample size recovers them "
+                         "(δ_NN = δ_alg = ∞); a target must use the latent(s) it is to teach")
     held = tuple(sorted(set(problem.training.hold_zero) | set(hard)))
     return problem.replace(hold_zero=list(held)), hard
 

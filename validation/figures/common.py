@@ -27,7 +27,6 @@ import math
 import os
 import shlex
 import sys
-import tempfile
 import time
 import warnings
 from collections.abc import Callable, Iterator, Sequence
@@ -59,6 +58,15 @@ __all__ = [
 
 #: Default output directory of the figures (PNG, JSON and the point caches).
 DEFAULT_OUT = Path(__file__).resolve().parents[1] / "results" / "figures"
+
+
+#: Largest cache entry read (bytes): a point's record is kilobytes.
+MAX_ENTRY_BYTES = 64 * 2**20
+
+
+def _value_text(value: Any) -> str:
+    """The canonical JSON text of a cached value (what the recorded byte count counts)."""
+    return json.dumps(value, separators=(",", ":"), allow_nan=True)
 
 
 class CacheMiss(RuntimeError):
@@ -144,63 +152,85 @@ class PointCache:
     def get(self, settings: dict[str, Any]) -> Any | None:
         """The cached value for ``settings``, or None.
 
-        An entry that does not parse (truncated by a crash of an older writer, or edited by
-        hand) or lacks a ``value`` is discarded with a warning and reported as a miss, so
-        the point is recomputed instead of failing every later run.
+        An entry is trusted only if it is a regular file of at most :data:`MAX_ENTRY_BYTES`
+        (read without blocking, so a FIFO or a link to an endless file is no hang and no
+        ``MemoryError``), parses, and carries the key of its file name, settings that hash to
+        that key and, if recorded, the byte count of its value: an entry copied over another
+        key's is not returned for the wrong settings. Anything else is discarded with a
+        warning naming the file and reported as a miss, so the point is recomputed.
         """
+        from dmftsolve._files import FileReadError, read_regular
+
         p = self.path(settings)
         try:
-            with p.open("rb") as fh:
-                rec = json.loads(fh.read().decode("utf-8"))
+            raw = read_regular(p, MAX_ENTRY_BYTES, "cache entry")
+            rec = json.loads(raw.decode("utf-8"))
         except FileNotFoundError:
             return None
-        except (ValueError, UnicodeDecodeError, OSError) as exc:  # JSONDecodeError is a ValueError
+        except (FileReadError, ValueError, UnicodeDecodeError, OSError, RecursionError) as exc:
             self._discard(p, f"{type(exc).__name__}: {exc}")
             return None
-        if not isinstance(rec, dict) or "value" not in rec:
-            self._discard(p, "no 'value' field")
+        reason = self._untrusted(rec, p.stem, settings)
+        if reason is not None:
+            self._discard(p, reason)
             return None
         return rec["value"]
 
+    @staticmethod
+    def _untrusted(rec: Any, key: str, settings: dict[str, Any]) -> str | None:
+        """Why ``rec`` is not the entry of ``key`` / ``settings``, or None if it is."""
+        if not isinstance(rec, dict) or "value" not in rec:
+            return "no 'value' field"
+        if "key" in rec and rec["key"] != key:
+            return f"it holds the entry of key {str(rec['key'])[:40]!r}, not of {key!r}"
+        stored = rec.get("settings")
+        if stored is None or settings_key(stored) != key:
+            return "its settings do not hash to its file name (copied from another key?)"
+        if stored != json.loads(json.dumps(jsonable(settings))):
+            return "its settings differ from the requested ones"
+        if "bytes" in rec and rec["bytes"] != len(_value_text(rec["value"]).encode()):
+            return f"its value is not the {rec['bytes']} bytes recorded (edited or truncated?)"
+        return None
+
     def _discard(self, path: Path, reason: str) -> None:
-        """Remove a corrupt entry (warning once, naming the file and the reason)."""
-        warnings.warn(f"cache entry {path} is corrupt ({reason[:200]}); discarded, the point is "
-                      "recomputed", RuntimeWarning, stacklevel=3)
-        with contextlib.suppress(FileNotFoundError):
-            path.unlink()
+        """Remove an untrusted entry (warning once, naming the file and the reason).
+
+        Only a file or a link is removed; a directory or FIFO in its place is left (and the
+        point not cached, :meth:`put`)."""
+        warnings.warn(f"cache entry {path} is not trusted ({reason[:200]}); discarded, the point "
+                      "is recomputed", RuntimeWarning, stacklevel=3)
+        with contextlib.suppress(OSError):
+            if path.is_symlink() or path.is_file():
+                path.unlink()
 
     def put(self, settings: dict[str, Any], value: Any) -> Any:
         """Store ``value`` (made JSON-ready) for ``settings``; return the stored form.
 
-        Atomic and safe with concurrent writers: the record is written to a temporary file
-        of a unique name in the same directory (:func:`tempfile.mkstemp`), flushed and
-        ``fsync``-ed, then renamed over ``<key>.json`` with :func:`os.replace`. A reader sees
-        the old entry or the new one, never a partial file, and a writer killed mid-write
-        (even by ``kill -9``) leaves only its own ``.<key>.*.tmp``, never a published
-        entry that does not parse.
+        The record holds the key, the settings, the value and the value's byte count (checked
+        by :meth:`get`). It is written by :func:`dmftsolve._files.atomic_write`: to a
+        temporary file of a unique name in the same directory, flushed and ``fsync``-ed, then
+        renamed over ``<key>.json``. A reader sees the old entry or the new one, never a
+        partial file, and a writer killed mid-write (even by ``kill -9``) leaves only its own
+        ``.<key>.json.*.tmp``, never a published entry that does not parse.
+
+        Caching only saves time: if the entry cannot be written (a full disk, a directory or
+        FIFO where the file or its folder should be), a warning names the file and the value
+        is returned uncached.
         """
-        self.dir.mkdir(parents=True, exist_ok=True)
-        rec = {"settings": jsonable(settings), "value": jsonable(value), "stored": time.time()}
-        text = json.dumps(rec, allow_nan=True)
+        from dmftsolve._files import FileWriteError, atomic_write
+
+        stored = json.loads(_value_text(jsonable(value)))
+        text = json.dumps({"key": settings_key(settings), "settings": jsonable(settings),
+                           "value": stored, "bytes": len(_value_text(stored).encode()),
+                           "stored": time.time()}, allow_nan=True)
         p = self.path(settings)
-        fd, tmp = tempfile.mkstemp(dir=self.dir, prefix=f".{p.stem}.", suffix=".tmp")
         try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                fh.write(text)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, p)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
-        with contextlib.suppress(OSError):  # make the rename itself durable
-            dir_fd = os.open(self.dir, os.O_RDONLY)
-            try:
-                os.fsync(dir_fd)
-            finally:
-                os.close(dir_fd)
-        return rec["value"]
+            self.dir.mkdir(parents=True, exist_ok=True)
+            atomic_write(p, lambda fh: fh.write(text.encode("utf-8")), "cache entry")
+        except (FileWriteError, OSError) as exc:
+            warnings.warn(f"cache entry {p} not written ({type(exc).__name__}: {exc}); the point is "
+                          "not cached", RuntimeWarning, stacklevel=2)
+        return stored
 
     def get_or_compute(self, settings: dict[str, Any], compute: Callable[..., Any], *args: Any,
                        **kwargs: Any) -> Any:
@@ -298,11 +328,12 @@ def write_outputs(out: Path, name: str, payload: dict[str, Any], fig: Any | None
 
     The caption is drawn under the axes; the figure is closed afterwards.
     """
+    from dmftsolve._files import savefig, write_text
+
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     jpath, ppath = out / f"{name}.json", out / f"{name}.png"
-    with jpath.open("w") as fh:
-        json.dump(jsonable(payload), fh, indent=1, allow_nan=True)
+    write_text(jpath, json.dumps(jsonable(payload), indent=1, allow_nan=True), "figure data")
     if fig is not None:
         import matplotlib.pyplot as plt
 
@@ -311,8 +342,10 @@ def write_outputs(out: Path, name: str, payload: dict[str, Any], fig: Any | None
         # caption lines (6.5 pt ≈ 0.11 in each) plus room for the x-axis label and ticks
         fig.subplots_adjust(bottom=min(0.5, (0.11 * n_lines + 0.6) / height))
         fig.text(0.01, 0.01, caption, fontsize=6.5, family="monospace", va="bottom", ha="left")
-        fig.savefig(ppath, dpi=110)
-        plt.close(fig)
+        try:
+            savefig(fig, ppath, "figure", dpi=110)
+        finally:
+            plt.close(fig)
     return jpath, ppath
 
 

@@ -333,8 +333,12 @@ def redraw_from_json(out: Path) -> int:
     n_lines = caption.count("\n") + 1
     fig.subplots_adjust(bottom=min(0.5, (0.11 * n_lines + 0.6) / fig.get_size_inches()[1]))
     fig.text(0.01, 0.01, caption, fontsize=6.5, family="monospace", va="bottom", ha="left")
-    fig.savefig(out / f"{NAME}.png", dpi=110)
-    plt.close(fig)
+    from dmftsolve._files import savefig
+
+    try:
+        savefig(fig, out / f"{NAME}.png", "figure", dpi=110)
+    finally:
+        plt.close(fig)
     print(f"redrew {out / f'{NAME}.png'} from {out / f'{NAME}.json'}", file=sys.stderr)
     return 0
 

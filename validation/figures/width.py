@@ -89,8 +89,12 @@ def draw(data: dict[str, Any], out: Path) -> Path:
                  transform=axes[1].transAxes, ha="right", va="top", fontsize=6)
     fig.tight_layout()
     out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=120)
-    plt.close(fig)
+    from dmftsolve._files import savefig
+
+    try:
+        savefig(fig, out, "figure", dpi=120)
+    finally:
+        plt.close(fig)
     return out
 
 
