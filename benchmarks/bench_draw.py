@@ -1,6 +1,6 @@
 """Benchmark: one DMFT draw of ``dmftsolve transition``, a baseline against the default.
 
-A draw is a forced DMFT solve (:func:`dmftsolve.thresholds.finite_d_transition.solve_draw`)
+A draw is a forced DMFT solve (:func:`dmftsolve.finite_d.solve_draw`)
 with 2·10⁴ reflection-paired kernel paths; its cost is reading the stored path history each
 step (``O(N T²)`` in all). This times the same draw (a start too small to escape, so every
 draw runs all ``T`` steps) under two settings, in the same process and one BLAS thread,
@@ -34,7 +34,7 @@ from threadpoolctl import threadpool_limits
 
 from dmftsolve import Problem
 from dmftsolve.dynamics.dmft import _Run
-from dmftsolve.thresholds.finite_d_transition import TransitionSettings, solve_draw
+from dmftsolve.finite_d import TransitionSettings, solve_draw
 
 #: width -> δ below the theory's δ_50 (GeLU on ``z² − 1``, d = 2000: 7.3 at m = 1, 3.8 at m = 2)
 DELTA = {1: 5.5, 2: 2.5}

@@ -2,7 +2,7 @@
 
 One problem (``--target``, ``--m``), one ``d``, one process, one BLAS thread, in this order:
 
-1. **search** — :func:`dmftsolve.thresholds.finite_d_transition.transition` without a grid: the
+1. **search** — :func:`dmftsolve.finite_d.transition` without a grid: the
    self-bracketing search to ``--tol``, each draw stopping at its first passage or giving up
    (``give_up_factor``; the default ``dmftsolve transition``);
 1b. **search without giving up** — the same search with ``give_up_factor=None`` (0.8's draws):
@@ -17,7 +17,7 @@ One problem (``--target``, ``--m``), one ``d``, one process, one BLAS thread, in
    stopped at their first passage (``stop_cosine=0.5``; the outcomes are the same), as the
    theory's draws stop: the like-for-like ratio. A third GD cost applies the theory's
    give-up rule to the trials' recorded cosines (every 5 steps;
-   :func:`~dmftsolve.thresholds.finite_d_transition.give_up_step`): the stopped trials' time
+   :func:`~dmftsolve.finite_d.give_up_step`): the stopped trials' time
    scaled by the steps they would have run, had GD also given up (not exact for GD either).
 
 Equal error: a GD trial and a theory draw each give one Bernoulli outcome of the same success
@@ -41,14 +41,14 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from dmftsolve import Problem
-from dmftsolve.results import cpu_model
-from dmftsolve.simulation.simulator import simulate
-from dmftsolve.thresholds.finite_d_transition import (
+from dmftsolve.finite_d import (
     GIVE_UP_FACTOR,
     TransitionSettings,
     give_up_step,
     transition,
 )
+from dmftsolve.results import cpu_model
+from dmftsolve.simulation.simulator import simulate
 
 
 def main(argv: list[str] | None = None) -> dict:

@@ -1,13 +1,14 @@
 """dmftsolve: DMFT, Hessian spectra and feature-learning thresholds for GD on two-layer networks.
 
-The problem object is imported eagerly. The solvers live in four sub-packages
+The problem object is imported eagerly. The solvers live in five sub-packages
 along the flow of data, and their public names are re-exported here lazily,
 so ``import dmftsolve`` stays fast:
 
 * :mod:`dmftsolve.dynamics` — the DMFT of GD and its fixed point;
 * :mod:`dmftsolve.hessian` — bulk spectrum and outliers of the Hessian;
 * :mod:`dmftsolve.thresholds` — easy/hard directions, ``δ_alg`` and ``δ_NN``;
-* :mod:`dmftsolve.simulation` — the finite-d GD simulator and sweeps.
+* :mod:`dmftsolve.simulation` — the finite-d GD simulator and sweeps;
+* :mod:`dmftsolve.finite_d` — GD's finite-d success probability and δ_50 from DMFT draws.
 """
 
 from __future__ import annotations
@@ -35,8 +36,8 @@ _LAZY = {
     "solve_fixed_point": "dmftsolve.dynamics.fixed_point",
     "Law": "dmftsolve.hessian.law",
     "hard_spectrum": "dmftsolve.thresholds.hessian_threshold",
-    "transition": "dmftsolve.thresholds.finite_d_transition",
-    "success_probability": "dmftsolve.thresholds.finite_d_transition",
+    "transition": "dmftsolve.finite_d",
+    "success_probability": "dmftsolve.finite_d",
     "population_loss": "dmftsolve.population",
     "expect": "dmftsolve.gaussian",
 }

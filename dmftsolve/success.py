@@ -1,6 +1,6 @@
 """What "GD learned the hidden directions" means, defined once.
 
-A run (GD, or one DMFT draw of :mod:`dmftsolve.thresholds.finite_d_transition`) *succeeds*
+A run (GD, or one DMFT draw of :mod:`dmftsolve.finite_d`) *succeeds*
 when **every hard direction** ``θ*_j`` of the target has a projection onto ``span(W)`` above
 ``c`` (default 1/2)::
 
@@ -10,7 +10,7 @@ With ``M = Θ*ᵀW`` (``k×m``) and ``G = WᵀW`` (``m×m``; in the DMFT ``G = M
 ``Θ*ᵀ P_W Θ* = M G⁺ Mᵀ``, so ``‖P_W θ*_j‖² = (M G⁺ Mᵀ)_jj``. For one neuron and one
 direction this is the cosine ``|M|/√(M² + Q)`` used everywhere before. The simulator
 (:mod:`dmftsolve.simulation.simulator`), the DMFT (:func:`~dmftsolve.dynamics.dmft.solve_dmft`
-with ``stop_cosine``) and the finite-d transition all call :func:`direction_projections`.
+with a stopping rule) and the finite-d transition all call :func:`direction_projections`.
 
 Examples
 --------
@@ -28,7 +28,8 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["direction_projections", "success_statistic", "success_directions"]
+__all__ = ["direction_projections", "success_statistic", "success_directions", "largest_cosine",
+           "largest_cosines"]
 
 
 def direction_projections(M: np.ndarray, G: np.ndarray) -> np.ndarray:
@@ -114,3 +115,47 @@ def success_directions(problem: Any) -> tuple[int, ...]:
         return (0,)
     hard = split_directions(problem).hard_indices
     return tuple(int(j) for j in hard) if hard else tuple(range(k))
+
+
+def largest_cosines(M: np.ndarray, Q: np.ndarray) -> np.ndarray:
+    """:func:`largest_cosine` for a stack: ``M`` (B, k, m), ``Q`` (B, m, m) → (B,).
+
+    A stack entry with a non-finite ``M``, ``Q`` or Gram (a diverged run) gives NaN
+    instead of an error from the linear algebra.
+    """
+    M = np.asarray(M, dtype=float)
+    Q = np.asarray(Q, dtype=float)
+    with np.errstate(over="ignore", invalid="ignore"):
+        G = np.swapaxes(M, 1, 2) @ M + Q
+    finite = np.isfinite(G).all(axis=(1, 2)) & np.isfinite(M).all(axis=(1, 2))
+    if not finite.all():
+        out = np.full(M.shape[0], np.nan)
+        if finite.any():
+            out[finite] = largest_cosines(M[finite], Q[finite])
+        return out
+    if M.shape[2] == 1:  # one neuron: the cosine ‖Θ*ᵀw‖ / ‖w‖, no eigh or svd
+        g = G[:, 0, 0]
+        keep = g > 1e-12 * np.maximum(g, 1e-300)
+        inv = np.where(keep, 1.0 / np.sqrt(np.where(keep, g, 1.0)), 0.0)
+        s = np.sqrt((M[:, :, 0] ** 2).sum(axis=1)) * inv
+        return np.minimum(1.0, s)
+    G = (G + np.swapaxes(G, 1, 2)) / 2
+    w, U = np.linalg.eigh(G)
+    scale = np.maximum(w.max(axis=1, initial=0.0), 1e-300)
+    keep = w > 1e-12 * scale[:, None]
+    inv = np.where(keep, 1.0 / np.sqrt(np.where(keep, w, 1.0)), 0.0)
+    Gih = (U * inv[:, None, :]) @ np.swapaxes(U, 1, 2)
+    s = np.linalg.svd(M @ Gih, compute_uv=False).max(axis=1, initial=0.0)
+    return np.minimum(1.0, s)
+
+
+def largest_cosine(M: np.ndarray, Q: np.ndarray) -> float:
+    """Largest principal cosine between ``span(W)`` and ``span(Θ*)``.
+
+    ``M = Θ*ᵀW`` (``k×m``), ``Q`` the Gram of the orthogonal part (``m×m``).
+    With ``G = WᵀW = MᵀM + Q``, an orthonormal basis of ``span(W)`` is
+    ``W G^{-1/2}``, so the cosines are the singular values of ``M G^{-1/2}``
+    (pseudo-inverse on the null space; 0 when ``W = 0``). For ``m = k = 1``
+    this is ``|M|/√(M² + Q)``.
+    """
+    return float(largest_cosines(np.atleast_2d(M)[None], np.atleast_2d(Q)[None])[0])

@@ -78,7 +78,7 @@ def test_the_transition_search_defaults_agree() -> None:
     """``dmftsolve transition`` and :class:`TransitionSettings` run the same search: every
     setting the command line exposes under the same name has the same default (``draws``
     was 8 there and 24 in Python until 0.7.1; ``workers`` does not change the result)."""
-    from dmftsolve.thresholds.finite_d_transition import TransitionSettings
+    from dmftsolve.finite_d import TransitionSettings
 
     cli = vars(_parse("transition"))
     api = dataclasses.asdict(TransitionSettings())

@@ -18,8 +18,11 @@ import pytest
 from scipy import integrate
 
 from dmftsolve import Problem, SolverError, Status
-from dmftsolve.dynamics.dmft import DMFTResult, DMFTSettings, largest_cosine, largest_cosines, solve_dmft
+from dmftsolve.dynamics.dmft import DMFTResult, DMFTSettings, solve_dmft
+from dmftsolve.dynamics.stein import Stein
+from dmftsolve.finite_d.force import BootstrapForce
 from dmftsolve.hessian.law import Law
+from dmftsolve.success import largest_cosine, largest_cosines
 
 GELU = Problem.build(target="z**2", activation="gelu", eta=0.5, steps=8, q0=1.0, hold_zero=(0,))
 
@@ -206,7 +209,7 @@ def test_settings_validation_names_the_field_and_value():
                         ({"n_paths": 10}, "n_paths must be at least 2\\*n_batches=40, got 10"),
                         ({"n_paths": 2.5}, "n_paths must be an integer >= 1, got 2.5"),
                         ({"steps": -1}, "steps must be an integer >= 0, got -1"),
-                        ({"method": "magic"}, "method must be 'stein' or 'pathwise', got 'magic'"),
+                        ({"method": "magic"}, "method must be 'stein' or 'pathwise'.*got 'magic'"),
                         ({"errors": "all"}, "errors must be 'replicate', 'batch' or 'none', got 'all'"),
                         ({"test_loss": "x"}, "test_loss must be 'mc', 'population' or 'none', got 'x'"),
                         ({"null_rtol": 2.0}, "null_rtol must be a number in \\[0, 1\\) or None, got 2.0"),
@@ -265,7 +268,7 @@ def test_errors_none_gives_the_batch_kernels():
     warm start): its update pools the batches' ``E[V* gᵀ]``."""
     kw = dict(n_paths=4000, seed=3, steps=8, keep_samples_at=(8,), test_loss="none")
     moving = Problem.build(target="z**2 - 1", activation="gelu", eta=0.5, steps=8, M0=[[0.3]])
-    for prob, extra in ((GELU, {}), (GELU, {"antithetic": False, "stein_regression": True}),
+    for prob, extra in ((GELU, {}), (GELU, {"antithetic": False, "method": Stein(regression=True)}),
                         (moving, {})):
         a = solve_dmft(prob, 4.0, errors="batch", **kw, **extra)
         b = solve_dmft(prob, 4.0, errors="none", **kw, **extra)
@@ -279,24 +282,19 @@ def test_errors_none_gives_the_batch_kernels():
 
 
 @pytest.mark.parametrize("m", [1, 2])
-def test_one_pass_over_the_history_is_the_two_pass_solve(monkeypatch, m: int) -> None:
+def test_one_pass_over_the_history_is_the_two_pass_solve(m: int) -> None:
     """errors="none" computes E[g gᵀ] and the next memory term in one pass over the g history,
-    in column blocks once the history passes 512 KiB (here from step 16 at m = 1 and 8 at
-    m = 2, with 4000 float64 paths). Against the same solve reading the history twice
-    (``_Run.fuse_history = False``, the code before 0.4.0): equal up to the order of
-    summation, which Stein's small pivots amplify: measured 2·10⁻¹² (Q) to 7·10⁻⁸ (Γ at m = 2,
-    whose entries reach 800) of each kernel's largest entry. A block skipped or misplaced moves
-    them by O(1) of it."""
-    from dmftsolve import Problem
-    from dmftsolve.dynamics.dmft import _Run
-
+    in column blocks once the history passes 4 MiB at float64 (here with 20 000 paths, from step
+    13 at m = 1 and 6 at m = 2); errors="batch" reads the history twice, per batch. Their
+    pooled kernels are the same estimates, so the two solves agree up to the order of
+    summation, which Stein's small pivots amplify (measured up to 1e-7 of each kernel's largest
+    entry); a block skipped or misplaced moves them by O(1) of it."""
     p = Problem.build(target="z**2 - 1", activation="gelu", m=m, eta=0.5, steps=40,
                       M0=np.full((1, m), 0.1).tolist())
-    kw = dict(n_paths=4000, seed=5, reflect=(0,), force_samples=3000, errors="none",
+    kw = dict(n_paths=20_000, seed=5, reflect=(0,), force=BootstrapForce(3000, "poisson"),
               test_loss="none")
-    one = solve_dmft(p, 4.0, **kw)
-    monkeypatch.setattr(_Run, "fuse_history", False)
-    two = solve_dmft(p, 4.0, **kw)
+    one = solve_dmft(p, 4.0, errors="none", **kw)
+    two = solve_dmft(p, 4.0, errors="batch", **kw)
     assert one.ok and two.ok
     for f in ("Q", "Gamma", "R", "Cg", "M", "train_loss", "cosine"):
         a, b = np.asarray(getattr(one, f)), np.asarray(getattr(two, f))
@@ -468,7 +466,7 @@ def _force_variance_reference(p: Problem, n: int) -> float:
 
 
 def test_force_samples_gives_gd_finite_n_gradient_variance():
-    """``force_samples=n`` with paired paths, ``M_0 = 0``: ``M_1 = −η ν*_0`` with
+    """``force=BootstrapForce(n)`` with paired paths, ``M_0 = 0``: ``M_1 = −η ν*_0`` with
     ``Var ν*_0 = (1/n) E[z² g_0²]``, ``g_0 = ∂ℓ(y, U)`` and ``U ~ N(0, q0)`` independent of ``z``
     at t = 0. Reference: tensor Gauss–Hermite quadrature (80² nodes) of ``E[z² g_0²]``; the
     mean of ``M_1²`` over 1600 seeds must match it within 4 standard errors (≈ 14 %: a force
@@ -476,39 +474,18 @@ def test_force_samples_gives_gd_finite_n_gradient_variance():
     see the weights: ``Q`` equals the unforced solve's with the same seed."""
     p, delta, n = CENTRED.replace(steps=1), 6.0, 600
     m1 = np.array([solve_dmft(p, delta, n_paths=1200, n_batches=2, seed=s, reflect=(0,), errors="none",
-                              test_loss="none", force_samples=n).M[1, 0, 0] for s in range(1600)])
+                              test_loss="none", force=BootstrapForce(n, "poisson")).M[1, 0, 0]
+                   for s in range(1600)])
     ref = _force_variance_reference(p, n)
     est, se = float((m1**2).mean()), float((m1**2).std(ddof=1) / math.sqrt(m1.size))
     assert abs(est - ref) <= 4 * se, (est, se, ref)
     a = solve_dmft(p.replace(steps=5), delta, n_paths=1200, seed=7, reflect=(0,), errors="none")
     b = solve_dmft(p.replace(steps=5), delta, n_paths=1200, seed=7, reflect=(0,), errors="none",
-                   force_samples=n)
+                   force=BootstrapForce(n, "poisson"))
     assert np.abs(a.M).max() < 1e-12 and np.abs(b.M[1:]).min() > 1e-4
     np.testing.assert_array_equal(a.Q[:2, :2], b.Q[:2, :2])  # before M ≠ 0 feeds back
     with pytest.raises(ValueError, match="force_samples must be an integer >= 1, got 0"):
-        DMFTSettings(force_samples=0)
-
-
-def test_quenched_labels_tile_n_label_draws_and_use_gd_gradient():
-    """``quenched_labels``: the ``N = 8n`` paths hold exactly ``n`` distinct ``|z|`` (reflection
-    pairs and 4 copies of each sample), and ``M_1 = −η (1/n) Σ_i z_i g_i^0`` over one path per
-    sample has the force variance ``(η²/n) E[z² g_0²]`` (same quadrature reference as above;
-    800 seeds, within 4 standard errors ≈ 20 %). A path count that does not tile ``n`` is refused."""
-    p, delta, n = CENTRED.replace(steps=1), 6.0, 300
-    kw = {"n_paths": 8 * n, "n_batches": 2, "reflect": (0,), "antithetic": False, "errors": "none",
-          "test_loss": "none", "force_samples": n, "quenched_labels": True}
-    r = solve_dmft(p, delta, seed=1, keep_samples_at=(0,), **kw)
-    assert np.unique(np.abs(r.samples(0)["Vstar"])).size == n
-    m1 = np.array([solve_dmft(p, delta, seed=s, **kw).M[1, 0, 0] for s in range(800)])
-    ref = _force_variance_reference(p, n)
-    est, se = float((m1**2).mean()), float((m1**2).std(ddof=1) / math.sqrt(m1.size))
-    assert abs(est - ref) <= 4 * se, (est, se, ref)
-    with pytest.raises(ValueError, match="multiple of force_samples=300"):
-        solve_dmft(p, delta, **(kw | {"n_paths": 8 * n + 8}))
-    with pytest.raises(ValueError, match="quenched_labels=True needs force_samples"):
-        DMFTSettings(quenched_labels=True)
-    with pytest.raises(ValueError, match="needs errors='batch' or 'none'"):
-        solve_dmft(p, delta, **(kw | {"errors": "replicate"}))
+        BootstrapForce(samples=0)
 
 
 def test_reflection_is_unbiased():
@@ -562,7 +539,7 @@ def test_paired_force_weights_moments():
     even part ``(w_p + w_p')/2 − 1 = a`` variance ``N/(2n) − 1`` and sums to zero exactly;
     below ``N = 2n`` the even part is 0. Sample variances over 2·10⁵ pairs, within 5 standard
     errors (``√(2/m)`` relative, ≈ 1.6 %). Odd batch sizes are refused."""
-    from dmftsolve.dynamics.dmft import paired_force_weights
+    from dmftsolve.finite_d.force import paired_force_weights
 
     B, nb, n = 4, 100_000, 10_000  # N = 4·10⁵ = 40 n: Var b = 20, Var a = 19
     w = paired_force_weights(np.random.default_rng(3), B, nb, n).reshape(B, 2, nb // 2)
@@ -576,9 +553,9 @@ def test_paired_force_weights_moments():
     with pytest.raises(ValueError, match="batch must be even"):
         paired_force_weights(np.random.default_rng(0), 2, 7, 3)
     with pytest.raises(ValueError, match="force_weights='paired' needs reflection pairs"):
-        DMFTSettings(force_samples=10, force_weights="paired")
+        DMFTSettings(force=BootstrapForce(10, "paired"))
     with pytest.raises(ValueError, match="force_weights must be 'poisson' or 'paired'"):
-        DMFTSettings(force_weights="gauss")
+        BootstrapForce(10, "gauss")
 
 
 def _curvature_moments(p: Problem) -> tuple[float, float]:
@@ -612,7 +589,7 @@ def test_force_curvature_along_target_has_gd_variance(weights):
     p, delta, n = CENTRED.replace(steps=1), 6.0, 150
     N = 4 * n
     kw = {"n_paths": N, "n_batches": 2, "reflect": (0,), "antithetic": False, "errors": "none",
-          "test_loss": "none", "force_samples": n, "force_weights": weights}
+          "test_loss": "none", "force": BootstrapForce(n, weights)}
     x = 1e-4
     curv = []
     for s in range(400):
@@ -691,7 +668,7 @@ def test_float32_path_history_follows_float64_over_a_short_horizon():
         ok = np.isfinite(err) & (err > 0)
         assert ok.sum() >= 10 and (diff[ok] < 0.01 * err[ok]).all(), f
     assert not np.array_equal(a.Q, b.Q)
-    assert b.settings["path_dtype"] == "float32" and "path_dtype" not in a.settings
+    assert b.settings["path_dtype"] == "float32" and a.settings["path_dtype"] == "float64"
     big = DMFTSettings(n_paths=10**5, steps=400)
     assert DMFTSettings(n_paths=10**5, steps=400, path_dtype="float32").memory_bytes(GELU) < \
         0.6 * big.memory_bytes(GELU)
@@ -706,7 +683,7 @@ def test_stein_regression_counts_only_the_non_null_innovations() -> None:
     80-step run below has 81 innovations but far fewer non-null ones, and still regresses at its
     last step (counting every innovation, it stopped at step 49)."""
     r = solve_dmft(GELU, 4.0, n_paths=2000, steps=80, seed=3, errors="none", test_loss="none",
-                   stein_regression=True)
+                   method=Stein(regression=True))
     assert r.ok
     non_null = 81 - int(np.sum(r.diagnostics["zero_variance_innovations"]))
     assert non_null <= 50
@@ -715,20 +692,17 @@ def test_stein_regression_counts_only_the_non_null_innovations() -> None:
 
 
 @pytest.mark.parametrize("m", [1, 2])
-def test_history_pass_by_matrix_vector_products_matches_matrix_products(m: int) -> None:
-    """Since 0.5.1 the history pass reads each block with one matrix-vector product per neuron
-    (``_Run.GEMV_MAX_WIDTH``); the reference is the same float64 run through the matrix
-    products of 0.5.0 (``GEMV_MAX_WIDTH = 0``). The two differ only in summation order."""
-    from dmftsolve.dynamics.dmft import _Run
+def test_history_pass_by_matrix_vector_products_matches_matrix_products(monkeypatch, m: int) -> None:
+    """Up to width ``GEMV_MAX_WIDTH`` the history pass reads each block with one matrix-vector
+    product per neuron; the reference is the same float64 run through one matrix product per
+    block (``GEMV_MAX_WIDTH = 0``). The two differ only in summation order."""
+    from dmftsolve.dynamics import history
 
     p = Problem.build(target="z**2 - 1", activation="gelu", m=m, eta=0.5, steps=60)
-    kw = dict(n_paths=4000, seed=5, errors="none", test_loss="none", stein_regression=True)
+    kw = dict(n_paths=4000, seed=5, errors="none", test_loss="none", method=Stein(regression=True))
     a = solve_dmft(p, 4.0, **kw)
-    try:
-        _Run.GEMV_MAX_WIDTH = 0
-        b = solve_dmft(p, 4.0, **kw)
-    finally:
-        _Run.GEMV_MAX_WIDTH = 4
+    monkeypatch.setattr(history, "GEMV_MAX_WIDTH", 0)
+    b = solve_dmft(p, 4.0, **kw)
     assert a.ok and b.ok
     np.testing.assert_allclose(a.Q, b.Q, rtol=0, atol=1e-9)
     np.testing.assert_allclose(a.M, b.M, rtol=0, atol=1e-9)
@@ -808,18 +782,18 @@ def test_compact_history_is_the_full_solve(m: int, lam: float, steps: int) -> No
     the run has null innovations (about four steps in five at m = 1), so the test covers the
     skipping. It rests on the Stein ``Γ`` being zero at null innovations: checked too. The
     ridge ``λ`` enters the recursion of the memory term: one case has it. Width 5 takes the
-    matrix-product branch (above ``_Run.GEMV_MAX_WIDTH``), over 30 steps with ``null_rtol =
+    matrix-product branch (above ``dmftsolve.dynamics.history.GEMV_MAX_WIDTH``), over 30 steps with ``null_rtol =
     1e-3``: with 1e-4 and 60 steps its overlaps blow up to 38 (the width instability of
     findings §4.9) and round-off then separates any two runs."""
     p = Problem.build(target="z**2 - 1", activation="gelu", m=m, eta=0.5, steps=steps, lam=lam,
                       M0=np.full((1, m), 0.1).tolist())
-    kw = dict(n_paths=4000, seed=5, reflect=(0,), force_samples=3000, force_weights="paired",
-              errors="none", test_loss="none", stein_regression=True,
+    kw = dict(n_paths=4000, seed=5, reflect=(0,), force=BootstrapForce(3000, "paired"),
+              errors="none", test_loss="none", method=Stein(regression=True),
               null_rtol=1e-3 if m > 2 else None)
     full = solve_dmft(p, 4.0, **kw)
     comp = solve_dmft(p, 4.0, history="compact", **kw)
     assert full.ok and comp.ok
-    assert comp.settings["history"] == "compact" and "history" not in full.settings
+    assert comp.settings["history"] == "compact" and full.settings["history"] == "full"
     null = full.diagnostics["zero_variance_innovations"]
     assert null.sum() > 10 and np.array_equal(null, comp.diagnostics["zero_variance_innovations"])
     for f in ("M", "cosine", "R", "Gamma", "q_diag", "train_loss"):
@@ -845,7 +819,7 @@ def test_compact_history_is_the_full_solve(m: int, lam: float, steps: int) -> No
 
 
 def test_compact_history_needs_stein_without_errors() -> None:
-    with pytest.raises(ValueError, match="history='compact' needs method='stein' and errors='none', "
+    with pytest.raises(ValueError, match="history='compact' needs the Stein responses and errors='none', "
                                          "got method='stein', errors='replicate'"):
         DMFTSettings(history="compact")
     with pytest.raises(ValueError, match="got method='pathwise', errors='none'"):

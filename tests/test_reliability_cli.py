@@ -168,7 +168,7 @@ def test_transition_search_memory_check_uses_the_start_when_paths_grow_with_n(mo
     from dmftsolve.cli import _common
     from dmftsolve.cli._common import CommandError, dmft_cost
     from dmftsolve.cli.transition import _check_transition_cost
-    from dmftsolve.thresholds.finite_d_transition import TransitionSettings, resolve_settings
+    from dmftsolve.finite_d import TransitionSettings, resolve_settings
 
     p = Problem.build(target="z**2", activation="quad", eta=0.1, steps=600)
     small, _ = dmft_cost(p, 4 * 6 * 3000, replicate=False)

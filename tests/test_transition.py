@@ -10,7 +10,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dmftsolve import Problem, Status
-from dmftsolve.dynamics.hard_overlap import (
+from dmftsolve.finite_d import (
+    TransitionSettings,
+    kernel_paths,
+    probit_fit,
+    success_probability,
+    transition,
+)
+from dmftsolve.finite_d.hard_overlap import (
     HardOverlapSettings,
     RestrictedPaths,
     gamma_star,
@@ -18,13 +25,6 @@ from dmftsolve.dynamics.hard_overlap import (
     linear_response,
     noise_covariance,
     restricted_paths,
-)
-from dmftsolve.thresholds.finite_d_transition import (
-    TransitionSettings,
-    kernel_paths,
-    probit_fit,
-    success_probability,
-    transition,
 )
 
 CENTRED = Problem.build(target="z**2 - 1", activation="gelu", eta=0.5, steps=20)
@@ -171,7 +171,7 @@ def _fake_solve(cosine: list[float], ok: bool):  # noqa: ANN202
 def test_a_draw_that_fails_after_its_escape_counts(monkeypatch: pytest.MonkeyPatch, cosine: list[float],
                                                    ok: bool, expected: int, last: float) -> None:
     import dmftsolve.dynamics.dmft as dmft_module
-    from dmftsolve.thresholds.finite_d_transition import _draw
+    from dmftsolve.finite_d import _draw
 
     monkeypatch.setattr(dmft_module, "solve_dmft", _fake_solve(cosine, ok))
     final, esc, diverged, msg, _ = _draw(CENTRED, 6.0, 500, 0, 0.3, TransitionSettings(draws=2), 4)
@@ -240,7 +240,7 @@ def test_curvature_excess_counts_the_paths_noise() -> None:
     """``curvature_excess``: the paths' share ``2n/N`` of the curvature noise with Poisson weights,
     ``max(2n/N − 1, 0)`` with paired ones (closed forms of ``DMFTSettings.force_weights``), N
     from ``n_paths`` or ``paths_per_sample``; NaN without a force."""
-    from dmftsolve.thresholds.finite_d_transition import curvature_excess, kernel_paths
+    from dmftsolve.finite_d import curvature_excess, kernel_paths
 
     assert curvature_excess(TransitionSettings(n_paths=20_000, force_weights="poisson"), 30_000) == \
         pytest.approx(3.0)
@@ -258,7 +258,7 @@ def test_curvature_warning_fires_when_the_paths_noise_exceeds_gds() -> None:
     """``curvature_warning``: None while the worst ``curvature_excess`` over the grid is at most
     ``CURVATURE_EXCESS_WARN`` = 1, else one line naming that δ, N, n and the remedy. Excesses
     from the closed forms of ``test_curvature_excess_counts_the_paths_noise``."""
-    from dmftsolve.thresholds.finite_d_transition import CURVATURE_EXCESS_WARN, curvature_warning
+    from dmftsolve.finite_d import CURVATURE_EXCESS_WARN, curvature_warning
 
     assert CURVATURE_EXCESS_WARN == 1.0
     paired = TransitionSettings(n_paths=20_000)
@@ -298,7 +298,7 @@ def test_success_probability_carries_the_curvature_warning() -> None:
     """A single point says what ``curvature_warning`` says for its own δ: Poisson weights with
     N = 2000 paths at n = 4000 samples give an excess 2n/N = 4 (closed form), above the limit;
     N = 2n paired paths give none (d = 200, 2 draws, 20 steps)."""
-    from dmftsolve.thresholds.finite_d_transition import curvature_warning
+    from dmftsolve.finite_d import curvature_warning
 
     p = CENTRED.replace(steps=20)
     poisson = TransitionSettings(draws=2, seed=3, n_paths=2000, force_weights="poisson")
@@ -334,7 +334,7 @@ def test_kernel_paths_default_by_width() -> None:
     """n_paths=None resolves to 8e4 kernel paths at width 2 and 2e4 at widths 1 and 3 (the
     measured defaults of findings §10.1), and to 8e4 at width 1 on a label with a non-zero
     mean (``z**2``: mean 1; findings §10.4); an explicit value is kept; the draws record it."""
-    from dmftsolve.thresholds.finite_d_transition import default_kernel_paths, resolve_settings
+    from dmftsolve.finite_d import default_kernel_paths, resolve_settings
 
     assert [default_kernel_paths(m) for m in (1, 2, 3, 4)] == [20_000, 80_000, 20_000, 20_000]
     assert [default_kernel_paths(m, uncentred=True) for m in (1, 2, 3)] == [80_000, 80_000, 20_000]
@@ -360,7 +360,7 @@ def test_draws_regress_on_the_innovations_by_default() -> None:
     """Since 0.5.0 a draw's responses are the least-squares coefficients of g on the
     innovations (``DMFTSettings.stein_regression``) unless ``stein_regression=False``; the
     setting reaches the draw's DMFT solve, whose diagnostics say at which steps it regressed."""
-    from dmftsolve.thresholds.finite_d_transition import solve_draw
+    from dmftsolve.finite_d import solve_draw
 
     assert TransitionSettings().stein_regression is True
     with pytest.raises(ValueError, match="stein_regression must be True or False, got 'yes'"):
@@ -378,7 +378,7 @@ def test_draws_keep_the_compact_history_by_default() -> None:
     (``DMFTSettings.history="compact"``) unless ``history="full"``; the setting reaches the
     draw's DMFT solve and its record. In float64 the two give the same overlaps (reference:
     the full-history solve, the code of 0.6; measured agreement 1e-9)."""
-    from dmftsolve.thresholds.finite_d_transition import solve_draw
+    from dmftsolve.finite_d import solve_draw
 
     assert TransitionSettings().history == "compact"
     with pytest.raises(ValueError, match="history must be 'compact' or 'full', got 'short'"):
@@ -400,7 +400,7 @@ def test_label_mean_warning_fires_on_uncentred_labels_at_the_default_paths() -> 
     ``z² − 1 + 0.5 ε``. It names the paths and asks for 8e4 at width 1 (the default there since
     0.10.0, so it is silent at the default) and 1.6e5 at width 2, and is silent with that many,
     with ``paths_per_sample``, and for the other constructions."""
-    from dmftsolve.thresholds.finite_d_transition import label_mean_warning
+    from dmftsolve.finite_d import label_mean_warning
 
     def warn(target: str, m: int = 1, **kw: object) -> str | None:
         return label_mean_warning(Problem.build(target=target, activation="gelu", m=m),

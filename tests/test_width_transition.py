@@ -16,10 +16,7 @@ from scipy.stats import chi2
 
 from dmftsolve import Problem
 from dmftsolve.dynamics.dmft import DMFTSettings, solve_dmft
-from dmftsolve.results import Status
-from dmftsolve.success import direction_projections, success_directions, success_statistic
-from dmftsolve.thresholds.delta50 import DELTA_RANGE, search_delta_50
-from dmftsolve.thresholds.finite_d_transition import (
+from dmftsolve.finite_d import (
     TransitionSettings,
     draw_starts,
     give_up_step,
@@ -27,6 +24,9 @@ from dmftsolve.thresholds.finite_d_transition import (
     transition,
     transition_directions,
 )
+from dmftsolve.results import Status
+from dmftsolve.success import direction_projections, success_directions, success_statistic
+from dmftsolve.thresholds.delta50 import DELTA_RANGE, search_delta_50
 
 
 # --------------------------------------------------------------------------- success criterion

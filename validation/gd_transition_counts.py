@@ -13,9 +13,9 @@ thread). Every trial records
   escape permanent?).
 
 A point's success count is the number of trials with ``escape_step ≤ T`` (first passage, the
-criterion of the theory in :mod:`dmftsolve.thresholds.finite_d_transition`); the count by final
+criterion of the theory in :mod:`dmftsolve.finite_d`); the count by final
 cosine is reported beside it. δ_50 per (case, d) is
-:func:`~dmftsolve.thresholds.finite_d_transition.probit_fit` (maximum likelihood ``P = Φ((δ − δ_50)/w)``,
+:func:`~dmftsolve.finite_d.probit_fit` (maximum likelihood ``P = Φ((δ − δ_50)/w)``,
 bootstrap standard error).
 
 Seeds: one fixed root ``SeedSequence`` entropy per (case, d) (``ROOT_SEEDS``); the trials of a
@@ -56,10 +56,10 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from dmftsolve import Problem
+from dmftsolve.finite_d import probit_fit
 from dmftsolve.results import jsonable
 from dmftsolve.seeds import child, seed_record
 from dmftsolve.simulation.sweeps import sweep
-from dmftsolve.thresholds.finite_d_transition import probit_fit
 from validation import script_parser
 
 OUT = Path(__file__).resolve().parent / "results"

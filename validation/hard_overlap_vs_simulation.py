@@ -9,13 +9,13 @@ random-start size. For each case (GeLU and r² neurons; ``z²``, ``z² − 1`` a
   noise part) at d = 500, 1000, 2000, 4000 (100 / 60 / 40 / 40 trials; ``--ds`` picks a subset;
   the centred GeLU reuses the cached runs of ``transition_vs_simulation.py``'s Var part); sample
   variance over trials ± √(2/(n−1))·var.
-* **linearised law** (:func:`dmftsolve.dynamics.hard_overlap.hard_overlap_law`, pathwise:
+* **linearised law** (:func:`dmftsolve.finite_d.hard_overlap.hard_overlap_law`, pathwise:
   ``Var m_t = q0 A_t² + noise``, 4 replicates × 2·10⁴ paths, t ≤ 20; d-independent).
-* **forced DMFT** (the construction of :func:`dmftsolve.thresholds.finite_d_transition.transition`:
+* **forced DMFT** (the construction of :func:`dmftsolve.finite_d.transition`:
   2·10⁴ reflection-paired paths, the overlap update driven through bootstrap weights of
   ``n = δd`` samples), with the Poisson force weights (the default until the paired ones;
   the solve's keywords written out in :func:`forced_m`) and with the paired weights (the
-  default; the library's own :func:`~dmftsolve.thresholds.finite_d_transition.solve_draw`):
+  default; the library's own :func:`~dmftsolve.finite_d.solve_draw`):
   ``K`` draws with ``m_0`` at stratified quantiles of ``N(0, q0)`` (Var) and ``K`` with
   ``m_0 = 0`` (noise part), at d = 1000; the mean of ``m_t²`` over draws ± its standard error.
   Beyond t ≈ 20 this is the quantity that matters: the nonlinear escape, not the
@@ -44,9 +44,9 @@ from threadpoolctl import threadpool_limits
 
 from dmftsolve import Problem
 from dmftsolve.dynamics.dmft import solve_dmft
-from dmftsolve.dynamics.hard_overlap import HardOverlapSettings, hard_overlap_law
+from dmftsolve.finite_d import TransitionSettings, solve_draw
+from dmftsolve.finite_d.hard_overlap import HardOverlapSettings, hard_overlap_law
 from dmftsolve.results import jsonable
-from dmftsolve.thresholds.finite_d_transition import TransitionSettings, solve_draw
 from validation import script_parser
 from validation.transition_vs_simulation import CASES as TVS_CASES
 from validation.transition_vs_simulation import gd_var, var_se
@@ -95,7 +95,7 @@ def forced_m(c: dict[str, Any], d: int, draws: int, T: int, paths: int, seed: in
 
     ``force_weights="poisson"`` is the run committed before the paired weights (its solve's
     keywords written out here, seeds ``[seed, d, k]``); ``"paired"`` runs the library's draw,
-    :func:`~dmftsolve.thresholds.finite_d_transition.solve_draw`, with the transition's default
+    :func:`~dmftsolve.finite_d.solve_draw`, with the transition's default
     settings but ``paths`` kernel paths (seed ``seed``) and the path precision ``path_dtype``."""
     p = problem_of(c, T)
     q0 = float(p.training.init.q0)

@@ -21,7 +21,7 @@ Columns, each with the command that reproduces it (listed under the table) and i
   labels this finite-t threshold grows with the number of paths (findings §5.1–5.3): read it
   as the value at 10⁴ paths.
 * **δ_50 (d = 1000)** — helper D's finite-d transition
-  (:func:`dmftsolve.thresholds.finite_d_transition.transition`, construction ``"forced"``: probit
+  (:func:`dmftsolve.finite_d.transition`, construction ``"forced"``: probit
   50 % point of the predicted success curve, ± bootstrap error), horizon 400 steps, 8 draws on the δ grid
   ``TRANSITION_GRID``. Defined only for a single neuron (m = 1) with one target direction
   and a label even in z; other rows say so, or show GD's own δ_50 ("GD: …", :func:`d50_cell`)
@@ -74,8 +74,8 @@ from pathlib import Path
 from typing import Any
 
 from dmftsolve import Problem
+from dmftsolve.finite_d import default_kernel_paths, label_is_uncentred
 from dmftsolve.results import jsonable
-from dmftsolve.thresholds.finite_d_transition import default_kernel_paths, label_is_uncentred
 from validation import script_parser
 from validation.figures.common import DEFAULT_OUT, PointCache, command_line, make_executor
 
@@ -175,7 +175,7 @@ def compute(kind: str, target: str, act: str, m: int, cfg: dict[str, Any]) -> di
                 return {"value": None, "status": "n/a",
                         "why": "transition needs a single neuron and one target direction "
                                f"(m = {p.m}, k = {p.k})"}
-            from dmftsolve.thresholds.finite_d_transition import TransitionSettings, transition
+            from dmftsolve.finite_d import TransitionSettings, transition
 
             grid = cfg["transition_grid"] if kind == "d50" else ext_grid(cfg)
             r = transition(p, cfg["d"], grid, throw=False,
@@ -214,11 +214,11 @@ def needs_extension(q: dict[str, Any] | None) -> bool:
 
 def merge_d50(base: dict[str, Any], ext: dict[str, Any], draws: int) -> dict[str, Any]:
     """One δ_50 cell from the counts of the grid and of its extension: the probit fit of
-    :func:`dmftsolve.thresholds.finite_d_transition.probit_fit` to both (``value`` ``None``
+    :func:`dmftsolve.finite_d.probit_fit` to both (``value`` ``None``
     with status ``no_root`` when no draw escaped anywhere)."""
     import numpy as np
 
-    from dmftsolve.thresholds.finite_d_transition import probit_fit
+    from dmftsolve.finite_d import probit_fit
 
     if not ext.get("p"):  # the extension failed: keep the grid's cell, say why
         return {**base, "extension_failed": ext.get("why", "")}
@@ -429,12 +429,12 @@ def simulate_command(st: dict[str, Any]) -> str:
 def load_gd_checks(rows: list[dict[str, Any]], cfg: dict[str, Any],
                    results: Path = ROOT / "validation" / "results") -> list[dict[str, Any]]:
     """The GD spot checks: one ``dmftsolve simulate --json`` output per file ``GD_CHECK_GLOB``,
-    with GD's δ_50 (the probit fit of :func:`dmftsolve.thresholds.finite_d_transition.probit_fit`
+    with GD's δ_50 (the probit fit of :func:`dmftsolve.finite_d.probit_fit`
     to its counts), the row it checks (``row``: 1-based, or None) and whether it ran at that
     row's set-up (``same``: the table's d and step budget, the row's η)."""
     import numpy as np
 
-    from dmftsolve.thresholds.finite_d_transition import probit_fit
+    from dmftsolve.finite_d import probit_fit
 
     out = []
     for f in sorted(results.glob(GD_CHECK_GLOB)):

@@ -6,8 +6,8 @@ GD's counts are stored, this runs the command a user runs,
 
     dmftsolve transition --target T --activation A --eta η --steps T --d D [--paths-per-sample K]
 
-through :func:`dmftsolve.thresholds.finite_d_transition.transition` with the defaults of
-:class:`~dmftsolve.thresholds.finite_d_transition.TransitionSettings` (the self-bracketing search
+through :func:`dmftsolve.finite_d.transition` with the defaults of
+:class:`~dmftsolve.finite_d.TransitionSettings` (the self-bracketing search
 to an error of 0.15 from δ = 6, seed 0, the default kernel paths (2·10⁴; 8·10⁴ on a label with a
 non-zero mean since 0.10.0), paired force weights, responses by
 regression, float32 compact history) and two worker processes, and compares its δ_50 with GD's:
@@ -43,8 +43,7 @@ from typing import Any
 from threadpoolctl import threadpool_limits
 
 from dmftsolve import Problem, __version__
-from dmftsolve.results import cpu_model, git_commit, jsonable
-from dmftsolve.thresholds.finite_d_transition import (
+from dmftsolve.finite_d import (
     CURVATURE_EXCESS_WARN,
     TransitionSettings,
     default_kernel_paths,
@@ -52,6 +51,7 @@ from dmftsolve.thresholds.finite_d_transition import (
     resolve_settings,
     transition,
 )
+from dmftsolve.results import cpu_model, git_commit, jsonable
 from validation import script_parser
 from validation import transition_vs_simulation as TVS  # noqa: N812  (its cases, GD's stored counts and fit)
 from validation.width_transition import merge_json
@@ -126,7 +126,7 @@ def gd_of(case: str, d: int) -> tuple[float, float, int] | None:
 def heeded_count(data: dict[str, Any]) -> tuple[int, int, int, int, int]:
     """``(within, searches, warned, warned within at the defaults, warned within with N = 2n)``
     over the (case, d) with a default search and GD: a search whose curvature excess exceeds
-    :data:`~dmftsolve.thresholds.finite_d_transition.CURVATURE_EXCESS_WARN` (the command warns)
+    :data:`~dmftsolve.finite_d.CURVATURE_EXCESS_WARN` (the command warns)
     is replaced by its ``@pps2`` search where one is stored."""
     within = total = warned = warned_default = warned_pps2 = 0
     for k, v in data.items():

@@ -5,7 +5,7 @@ same self-bracketing search (:func:`dmftsolve.thresholds.delta50.search_delta_50
 same success criterion (:mod:`dmftsolve.success`: every hard direction's projection onto
 ``span(W)`` above 1/2, first passage by step T):
 
-* **theory**: :func:`dmftsolve.thresholds.finite_d_transition.transition` without a grid
+* **theory**: :func:`dmftsolve.finite_d.transition` without a grid
   (default construction: paired force weights, 2·10⁴ kernel paths; batches of 8 draws);
 * **GD**: :func:`dmftsolve.simulation.simulator.simulate` in float32, batches of ``--gd-batch``
   trials (cosines recorded every 5 steps), seeds ``[seed, case index, d, round(1000 δ), batch]``.
@@ -35,9 +35,9 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from dmftsolve import Problem, __version__
+from dmftsolve.finite_d import TransitionSettings, resolve_settings, transition
 from dmftsolve.results import git_commit, jsonable
 from dmftsolve.thresholds.delta50 import probit_fit, search_delta_50
-from dmftsolve.thresholds.finite_d_transition import TransitionSettings, resolve_settings, transition
 from validation import script_parser
 
 OUT = Path(__file__).resolve().parent / "results"

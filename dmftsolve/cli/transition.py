@@ -63,9 +63,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     g.add_argument("--start", type=finite_float, default=None, metavar="X",
                    help="search: the first delta tried (default: 6)")
     g.add_argument("--seed", type=int, default=0, metavar="N", help="root seed (default: %(default)s)")
-    g.add_argument("--construction", choices=("forced", "quenched", "finite_n", "initial"),
+    g.add_argument("--construction", choices=("forced", "finite_n", "initial"),
                    default="forced", metavar="NAME",
-                   help="forced/quenched/finite_n/initial (default: forced)")
+                   help="forced/finite_n/initial (default: forced)")
     g.add_argument("--paths", type=positive_int("--paths", 10**7), default=None, metavar="N",
                    help="kernel paths (default: 20000 or 80000, see cli.md)")
     g.add_argument("--paths-per-sample", type=float, default=None, metavar="X",
@@ -124,23 +124,22 @@ def _check_transition_cost(args: argparse.Namespace, problem: Any, s: Any) -> No
     ``T`` steps with the largest number of kernel paths the run will use.
 
     A grid's largest δ is known; a search's is not. Where the kernel paths grow with
-    ``n = δd`` (``--paths-per-sample``, the ``finite_n`` and ``quenched`` constructions) a
+    ``n = δd`` (``--paths-per-sample``, the ``finite_n`` construction) a
     search is checked at the δ it starts from (``--start``, default 6), not at the largest δ it
     could reach (200), which would refuse the ``--paths-per-sample 2`` the command's own
     warning suggests at large d. A draw at a larger δ checks its own memory before it
     allocates (``solve_dmft``)."""
     from dmftsolve.cli._common import check_cost, dmft_cost
-    from dmftsolve.thresholds.finite_d_transition import kernel_paths
+    from dmftsolve.finite_d import kernel_paths
 
     if args.delta is not None:
         deltas = args.delta
-    elif s.paths_per_sample is not None or args.construction in ("finite_n", "quenched"):
+    elif s.paths_per_sample is not None or args.construction == "finite_n":
         deltas = [6.0 if s.start is None else float(s.start)]  # where the search starts
     else:
         deltas = [200.0]  # the search's largest δ (the kernel paths do not depend on it)
     n_max = max(int(round(x * args.d)) for x in deltas)
-    N = kernel_paths(s, n_max) if args.construction in ("forced", "initial") else \
-        (n_max if args.construction == "finite_n" else 4 * s.copies * n_max)
+    N = kernel_paths(s, n_max) if args.construction in ("forced", "initial") else n_max
     draws = s.draws * len(deltas) if args.delta is not None else s.max_draws
     from dmftsolve.cli._common import MAX_SECONDS
 
@@ -160,14 +159,14 @@ def _check_transition_cost(args: argparse.Namespace, problem: Any, s: Any) -> No
 def run(args: argparse.Namespace) -> int:
     import numpy as np
 
-    from dmftsolve.results import format_binomial
-    from dmftsolve.thresholds.finite_d_transition import (
+    from dmftsolve.finite_d import (
         TransitionSettings,
         label_mean_warning,
         resolve_settings,
         transition,
         transition_directions,
     )
+    from dmftsolve.results import format_binomial
 
     if args.plot is not None:  # shared check (cli/_common): directory, writability, format
         from dmftsolve.cli._common import check_output_path

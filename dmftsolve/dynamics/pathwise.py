@@ -9,14 +9,46 @@ products are heavy-tailed (module docstring of :mod:`dmftsolve.dynamics.dmft`).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 import numpy as np
 
 from dmftsolve.dynamics.response import StepMoments
 
-__all__ = ["PathwiseResponse", "PATHWISE_MAX_BYTES"]
+__all__ = ["Pathwise", "PathwiseResponse", "PATHWISE_MAX_BYTES"]
 
 #: Memory (bytes) above which the pathwise response store is refused.
 PATHWISE_MAX_BYTES = 6 * 2**30
+
+
+@dataclass(frozen=True)
+class Pathwise:
+    """The pathwise estimator of ``Γ`` (``DMFTSettings.method``; ``docs/theory.md`` §2.5): the
+    reference for the kernels themselves.
+
+    Examples
+    --------
+    >>> Pathwise().to_dict()
+    {'method': 'pathwise', 'stein_regression': False}
+    """
+
+    name = "pathwise"
+    #: the default ``null_rtol``: the pathwise method does not divide by the innovations
+    default_null_rtol = 1e-10
+    needs_D = True
+
+    def build(self, *, n_batches: int, batch_size: int, steps: int, m: int,
+              antithetic: bool) -> PathwiseResponse:
+        """The estimator of one solve."""
+        return PathwiseResponse(n_batches=n_batches, batch_size=batch_size, steps=steps, m=m)
+
+    def memory_bytes(self, *, n_paths: int, n_batches: int, steps: int, m: int) -> int:
+        """Bytes of the per-path store of ``D^u J(u, s)``."""
+        return PathwiseResponse.memory_bytes(n_paths=n_paths, steps=steps, m=m)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"method": self.name, "stein_regression": False}
 
 
 class PathwiseResponse:

@@ -5,12 +5,13 @@ drawn the innovations ``ζ^t``, formed the fields ``V^t`` and the gradients
 ``g^t`` of every path, and accumulated per-batch moments. A response
 estimator turns them into row ``t`` of ``Γ`` (``Γ(t, s)`` for ``s ≤ t``),
 once from all paths and once per batch (for the batch-means errors).
-Two estimators implement :class:`ResponseEstimator`:
+The solver's ``method`` is a :class:`ResponseMethod` (the options of an estimator), which
+builds the :class:`ResponseEstimator` of one solve. Two implement them:
 
-* :class:`dmftsolve.dynamics.stein.SteinResponse` — Gaussian integration by
-  parts on the innovations (default; needs no second derivatives);
-* :class:`dmftsolve.dynamics.pathwise.PathwiseResponse` — forward
-  differentiation of every path (needs ``D^t`` and ``O(N T² m²)`` memory).
+* :class:`dmftsolve.dynamics.stein.Stein` — Gaussian integration by parts on the
+  innovations (default; needs no second derivatives);
+* :class:`dmftsolve.dynamics.pathwise.Pathwise` — forward differentiation of every
+  path (needs ``D^t`` and ``O(N T² m²)`` memory).
 
 The mathematics of both is in the module docstring of
 :mod:`dmftsolve.dynamics.dmft`.
@@ -19,11 +20,11 @@ The mathematics of both is in the module docstring of
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
-__all__ = ["StepMoments", "ResponseEstimator"]
+__all__ = ["StepMoments", "ResponseEstimator", "ResponseMethod"]
 
 
 @dataclass(frozen=True)
@@ -62,16 +63,6 @@ class StepMoments:
         Blocks ``R(t, u+1)`` for ``u < t``.
     eta_over_delta : float
         ``η/δ``.
-    controls : tuple of ndarray, or None
-        ``DMFTSettings.stein_controls``: ``(gw, zw)``, the pooled moments ``E[g^t f_k ζ^u]``
-        (shape ``(K, m, n)``) and, for the ``n_t`` non-null innovations of step ``t``,
-        ``E[w_a w_b ζ^t ζ^u]`` (shape ``(P, n_t, n)``, the pairs of
-        :func:`dmftsolve.dynamics.stein.control_pairs`), over the ``n`` non-null innovations
-        ``u ≤ t`` in order.
-    halves : tuple of ndarray, or None
-        ``DMFTSettings.stein_crossfit``: for each half of the distinct columns, the moments
-        ``[E_h(g^t ζ^{uᵀ}); E_h(ζ^t ζ^{uᵀ})]`` (shape ``(2m, n)``) over the ``n`` non-null
-        innovations ``u ≤ t`` in order (the rows of a null innovation of step ``t`` are zero).
     """
 
     t: int
@@ -87,8 +78,6 @@ class StepMoments:
     R_row: np.ndarray
     eta_over_delta: float
     L_nonnull: np.ndarray | None = None
-    controls: tuple[np.ndarray, np.ndarray] | None = None
-    halves: tuple[np.ndarray, ...] | None = None
 
 
 class ResponseEstimator(Protocol):
@@ -103,4 +92,29 @@ class ResponseEstimator(Protocol):
 
     def diagnostics(self) -> dict[str, np.ndarray]:
         """Estimator-specific per-step diagnostics for :attr:`DMFTResult.diagnostics`."""
+        ...
+
+
+class ResponseMethod(Protocol):
+    """The options of a response estimator (``DMFTSettings.method``), frozen and checked on
+    construction; :meth:`build` makes the estimator of one solve."""
+
+    #: the name in records and on the command line (``"stein"``, ``"pathwise"``)
+    name: str
+    #: ``DMFTSettings.null_rtol`` when it is None
+    default_null_rtol: float
+    #: whether the driver must evaluate ``D^t`` on every path at every step
+    needs_D: bool
+
+    def build(self, *, n_batches: int, batch_size: int, steps: int, m: int,
+              antithetic: bool) -> ResponseEstimator:
+        """The estimator of one solve: ``n_batches`` batches of ``batch_size`` paths."""
+        ...
+
+    def memory_bytes(self, *, n_paths: int, n_batches: int, steps: int, m: int) -> int:
+        """Bytes of the estimator's own store."""
+        ...
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready record."""
         ...

@@ -4,8 +4,9 @@
 * :mod:`dmftsolve.thresholds.weak_recovery` — the weak-recovery threshold ``δ_alg``;
 * :mod:`dmftsolve.thresholds.staged` — ``δ_alg`` of the hard directions once the easy ones are known;
 * :mod:`dmftsolve.thresholds.hessian_threshold` — the Hessian threshold ``δ_NN(t)`` and its long-time rule;
-* :mod:`dmftsolve.thresholds.finite_d_transition` — GD's finite-d success probability and ``δ_50``;
 * :mod:`dmftsolve.thresholds.delta50` — the probit fit of a success curve and the self-bracketing δ_50 search.
+
+GD's finite-d transition and ``δ_50`` are in :mod:`dmftsolve.finite_d`.
 
 Public names are re-exported here lazily (importing the package stays cheap).
 """
@@ -27,12 +28,8 @@ _EXPORTS = {
     "ThresholdPredicate": "dmftsolve.thresholds.hessian_threshold",
     "restricted": "dmftsolve.thresholds.hessian_threshold",
     "DirectionSplit": "dmftsolve.thresholds.directions",
-    "TransitionSettings": "dmftsolve.thresholds.finite_d_transition",
-    "success_probability": "dmftsolve.thresholds.finite_d_transition",
-    "transition": "dmftsolve.thresholds.finite_d_transition",
     "probit_fit": "dmftsolve.thresholds.delta50",
     "search_delta_50": "dmftsolve.thresholds.delta50",
-    "transition_directions": "dmftsolve.thresholds.finite_d_transition",
     "split_directions": "dmftsolve.thresholds.directions",
 }
 __all__ = list(_EXPORTS)

@@ -17,7 +17,7 @@ the escape steps (first recorded step with cosine > 1/2) and the final losses.
 
 Theory on the same axes:
 
-* **finite-d success curve** (dashed): :func:`dmftsolve.thresholds.finite_d_transition.transition`
+* **finite-d success curve** (dashed): :func:`dmftsolve.finite_d.transition`
   (helper D's finite-n DMFT; ``--theory-draws`` draws per δ, horizon ``--theory-steps``
   GD steps, default 400: the DMFT's ``N = δd``-path solves can blow up long after an escape,
   see that module); drawn only where it ran — a failure is recorded in the JSON and the
@@ -84,7 +84,7 @@ from typing import Any
 import numpy as np
 
 from dmftsolve import Problem
-from dmftsolve.thresholds.finite_d_transition import TransitionSettings, default_kernel_paths
+from dmftsolve.finite_d import TransitionSettings, default_kernel_paths
 from validation.figures.common import (
     CacheMiss,
     PointCache,
@@ -154,7 +154,7 @@ def gd_point(case: dict[str, Any], steps: int, d: int, delta: float, trials: int
 def gd_probit(pts: list[dict[str, Any]]) -> dict[str, Any]:
     """GD's δ_50: the probit fit of helper D's :func:`probit_fit` to the success counts."""
     try:
-        from dmftsolve.thresholds.finite_d_transition import probit_fit
+        from dmftsolve.finite_d import probit_fit
 
         mu, se, w = probit_fit(np.array([p["delta"] for p in pts]), np.array([p["successes"] for p in pts]),
                                np.array([p["trials"] for p in pts]))
@@ -179,7 +179,7 @@ def theory_curve(case: dict[str, Any], steps: int, d: int, deltas: list[float], 
     """Helper D's finite-d success curve; an ``error`` entry if it is unavailable or fails."""
     t0 = time.perf_counter()
     try:
-        from dmftsolve.thresholds.finite_d_transition import transition
+        from dmftsolve.finite_d import transition
 
         curve = transition(problem_of(case, steps), d, deltas,
                            settings=TransitionSettings(steps=steps, draws=draws, seed=seed,
