@@ -782,8 +782,8 @@ def test_compact_history_is_the_full_solve(m: int, lam: float, steps: int) -> No
     the run has null innovations (about four steps in five at m = 1), so the test covers the
     skipping. It rests on the Stein ``Γ`` being zero at null innovations: checked too. The
     ridge ``λ`` enters the recursion of the memory term: one case has it. Width 5 takes the
-    matrix-product branch (above ``dmftsolve.dynamics.history.GEMV_MAX_WIDTH``), over 30 steps with ``null_rtol =
-    1e-3``: with 1e-4 and 60 steps its overlaps blow up to 38 (the width instability of
+    matrix-product branch (above ``dmftsolve.dynamics.history.GEMV_MAX_WIDTH``), over 30 steps
+    with ``null_rtol = 1e-3``: with 1e-4 and 60 steps its overlaps blow up to 38 (the width instability of
     findings §4.9) and round-off then separates any two runs."""
     p = Problem.build(target="z**2 - 1", activation="gelu", m=m, eta=0.5, steps=steps, lam=lam,
                       M0=np.full((1, m), 0.1).tolist())

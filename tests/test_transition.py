@@ -114,8 +114,6 @@ def test_inputs_are_validated() -> None:
         TransitionSettings(success_cosine=1.5)
     with pytest.raises(ValueError, match="construction must be one of .* got 'noise'"):
         TransitionSettings(construction="noise")
-    with pytest.raises(ValueError, match="copies must be"):
-        TransitionSettings(copies=0)
     for bad in (0, -1.0, True, "2n"):
         with pytest.raises(ValueError, match="paths_per_sample must be a number in"):
             TransitionSettings(paths_per_sample=bad)
@@ -171,10 +169,10 @@ def _fake_solve(cosine: list[float], ok: bool):  # noqa: ANN202
 def test_a_draw_that_fails_after_its_escape_counts(monkeypatch: pytest.MonkeyPatch, cosine: list[float],
                                                    ok: bool, expected: int, last: float) -> None:
     import dmftsolve.dynamics.dmft as dmft_module
-    from dmftsolve.finite_d import _draw
+    from dmftsolve.finite_d import run_draw
 
     monkeypatch.setattr(dmft_module, "solve_dmft", _fake_solve(cosine, ok))
-    final, esc, diverged, msg, _ = _draw(CENTRED, 6.0, 500, 0, 0.3, TransitionSettings(draws=2), 4)
+    final, esc, diverged, msg, _ = run_draw(CENTRED, 6.0, 500, 0, 0.3, TransitionSettings(draws=2), 4)
     assert esc == expected
     assert bool(msg) == (expected == -1 and not ok)  # a failure is reported only if no escape came first
     assert diverged == (not ok and expected >= 0)
@@ -193,7 +191,7 @@ def test_transition_matches_gd_centred_label_d1000() -> None:
     assert abs(c.delta_50 - 6.89) <= max(0.3, 0.05 * 6.89) + 2 * math.hypot(c.delta_50_err, 0.07)
 
 
-@pytest.mark.parametrize("construction", ["forced", "initial", "quenched", "finite_n"])
+@pytest.mark.parametrize("construction", ["forced", "initial", "finite_n"])
 def test_cli_transition_json_records_the_construction(construction: str,
                                                       capsys: pytest.CaptureFixture[str]) -> None:
     """``dmftsolve transition --construction C --json``: every construction runs, is recorded in
@@ -357,8 +355,8 @@ def test_kernel_paths_default_by_width() -> None:
 
 
 def test_draws_regress_on_the_innovations_by_default() -> None:
-    """Since 0.5.0 a draw's responses are the least-squares coefficients of g on the
-    innovations (``DMFTSettings.stein_regression``) unless ``stein_regression=False``; the
+    """A draw's responses are the least-squares coefficients of g on the innovations
+    (``Stein(regression=True)``) unless ``stein_regression=False``; the
     setting reaches the draw's DMFT solve, whose diagnostics say at which steps it regressed."""
     from dmftsolve.finite_d import solve_draw
 
@@ -374,10 +372,10 @@ def test_draws_regress_on_the_innovations_by_default() -> None:
 
 
 def test_draws_keep_the_compact_history_by_default() -> None:
-    """Since 0.7.0 a draw keeps each path's memory terms at the non-null innovations
+    """A draw keeps each path's memory terms at the non-null innovations
     (``DMFTSettings.history="compact"``) unless ``history="full"``; the setting reaches the
     draw's DMFT solve and its record. In float64 the two give the same overlaps (reference:
-    the full-history solve, the code of 0.6; measured agreement 1e-9)."""
+    the full-history solve; measured agreement 1e-9)."""
     from dmftsolve.finite_d import solve_draw
 
     assert TransitionSettings().history == "compact"
@@ -388,7 +386,7 @@ def test_draws_keep_the_compact_history_by_default() -> None:
         s = TransitionSettings(n_paths=2000, history=h, path_dtype="float64")
         runs[h] = solve_draw(CENTRED, 6.0, 500, 0, 0.5, s, 40)
         assert runs[h].ok
-    assert runs["compact"].settings["history"] == "compact" and "history" not in runs["full"].settings
+    assert runs["compact"].settings["history"] == "compact" and runs["full"].settings["history"] == "full"
     np.testing.assert_allclose(runs["compact"].M, runs["full"].M, rtol=0, atol=1e-8)
     np.testing.assert_allclose(runs["compact"].cosine, runs["full"].cosine, rtol=0, atol=1e-8)
 

@@ -24,6 +24,7 @@ from dmftsolve.finite_d import (
     transition,
     transition_directions,
 )
+from dmftsolve.finite_d.stopping import FirstPassage
 from dmftsolve.results import Status
 from dmftsolve.success import direction_projections, success_directions, success_statistic
 from dmftsolve.thresholds.delta50 import DELTA_RANGE, search_delta_50
@@ -93,20 +94,20 @@ def test_stop_cosine_ends_the_solve_at_the_first_passage() -> None:
     full = solve_dmft(p, 8.0, **kw)
     t = int(np.argmax(full.cosine > 0.5))
     assert 0 < t < 60
-    stop = solve_dmft(p, 8.0, stop_cosine=0.5, **kw)
+    stop = solve_dmft(p, 8.0, stop=FirstPassage(0.5), **kw)
     assert stop.ok and stop.diagnostics["stopped_at"] == t
     np.testing.assert_allclose(stop.cosine[: t + 1], full.cosine[: t + 1], rtol=1e-12)
     np.testing.assert_allclose(stop.cosine_per_direction[: t + 1, 0], full.cosine[: t + 1], rtol=1e-9)
     assert np.all(np.isnan(stop.cosine[t + 1:])) and np.all(np.isnan(stop.M[t + 1:]))
     for bad in (0.0, 1.0, True, "0.5"):
         with pytest.raises(ValueError, match="stop_cosine"):
-            DMFTSettings(stop_cosine=bad)
+            FirstPassage(bad)
     with pytest.raises(ValueError, match="stop_directions"):
-        solve_dmft(p, 8.0, stop_cosine=0.5, stop_directions=(1,), **kw)
+        solve_dmft(p, 8.0, stop=FirstPassage(0.5, (1,)), **kw)
 
 
 def _give_up_step(c: np.ndarray, T: int, factor: float, level: float = 0.5) -> int | None:
-    """The give-up rule of ``DMFTSettings.give_up_factor``, written out independently: the
+    """The give-up rule of ``FirstPassage(give_up_factor=F)``, written out independently: the
     first ``t ≥ T/4`` (and ``≥ W``) with ``c_t + F max(c_t − c_{t−W}, 0)(T − t)/W < level − 0.1``."""
     W = max(1, round(T / 8))
     for t in range(T + 1):
@@ -124,8 +125,8 @@ def test_give_up_stops_where_the_rule_says(factor: float) -> None:
     full solve's cosine (same seed), equals that solve up to there, and is NaN afterwards; the
     full solve never passes, so giving up lost nothing."""
     p = Problem.build(target="z**2 - 1", activation="gelu", eta=0.5, steps=80, M0=[[0.02]], Q0=[[1.0]])
-    kw = {"n_paths": 2000, "seed": 0, "errors": "none", "test_loss": "none", "stop_cosine": 0.5}
-    full = solve_dmft(p, 3.0, **kw)
+    kw = {"n_paths": 2000, "seed": 0, "errors": "none", "test_loss": "none"}
+    full = solve_dmft(p, 3.0, stop=FirstPassage(0.5), **kw)
     assert full.diagnostics["stopped_at"] is None  # never passes
     expect = _give_up_step(full.cosine, 80, factor)
     assert expect is not None and expect >= 20
@@ -134,19 +135,19 @@ def test_give_up_stops_where_the_rule_says(factor: float) -> None:
     grid = np.arange(0, 81, 5)
     on_grid = give_up_step(full.cosine[grid], 80, factor, steps=grid)
     assert on_grid is not None and on_grid % 5 == 0 and on_grid >= expect
-    r = solve_dmft(p, 3.0, give_up_factor=factor, **kw)
+    r = solve_dmft(p, 3.0, stop=FirstPassage(0.5, give_up_factor=factor), **kw)
     assert r.ok and r.diagnostics["gave_up_at"] == expect and r.diagnostics["stopped_at"] is None
     np.testing.assert_allclose(r.cosine[: expect + 1], full.cosine[: expect + 1], rtol=1e-12)
     assert np.all(np.isnan(r.cosine[expect + 1:])) and np.all(np.isnan(r.M[expect + 1:]))
-    assert r.settings["give_up_factor"] == factor
+    assert r.settings["stop"]["give_up_factor"] == factor
 
 
 def test_give_up_does_not_stop_a_draw_that_passes() -> None:
     """A solve that passes is stopped at its passage with or without the rule (same steps)."""
     p = Problem.build(target="z**2 - 1", activation="gelu", eta=0.5, steps=60, M0=[[0.1]], Q0=[[1.0]])
-    kw = {"n_paths": 2000, "seed": 0, "errors": "none", "test_loss": "none", "stop_cosine": 0.5}
-    a = solve_dmft(p, 8.0, **kw)
-    b = solve_dmft(p, 8.0, give_up_factor=20.0, **kw)
+    kw = {"n_paths": 2000, "seed": 0, "errors": "none", "test_loss": "none"}
+    a = solve_dmft(p, 8.0, stop=FirstPassage(0.5), **kw)
+    b = solve_dmft(p, 8.0, stop=FirstPassage(0.5, give_up_factor=20.0), **kw)
     assert a.diagnostics["stopped_at"] is not None
     assert b.diagnostics["stopped_at"] == a.diagnostics["stopped_at"] and b.diagnostics["gave_up_at"] is None
 
@@ -159,14 +160,19 @@ def test_give_up_does_not_stop_a_draw_that_passes() -> None:
 ])
 def test_give_up_factor_is_checked(bad: object, match: str) -> None:
     with pytest.raises(ValueError, match=match):
-        DMFTSettings(stop_cosine=0.5, give_up_factor=bad)
+        FirstPassage(0.5, give_up_factor=bad)
     with pytest.raises(ValueError, match=match):
         TransitionSettings(give_up_factor=bad)
 
 
-def test_give_up_needs_stop_cosine() -> None:
-    with pytest.raises(ValueError, match="give_up_factor needs stop_cosine"):
-        DMFTSettings(give_up_factor=20.0)
+def test_old_stopping_options_name_their_replacement() -> None:
+    """The stopping rule is a component: the former flat options are refused with the object to
+    pass instead."""
+    p = Problem.build(target="z**2 - 1", activation="gelu", eta=0.5, steps=4)
+    with pytest.raises(TypeError, match="give_up_factor: pass stop=FirstPassage"):
+        solve_dmft(p, 3.0, n_paths=200, give_up_factor=20.0)
+    with pytest.raises(ValueError, match="stop must be None or an object with a build"):
+        DMFTSettings(stop=0.5)
 
 
 def test_given_up_draws_are_counted_and_change_no_outcome() -> None:

@@ -45,6 +45,7 @@ from threadpoolctl import threadpool_limits
 from dmftsolve import Problem
 from dmftsolve.dynamics.dmft import solve_dmft
 from dmftsolve.finite_d import TransitionSettings, solve_draw
+from dmftsolve.finite_d.force import BootstrapForce
 from dmftsolve.finite_d.hard_overlap import HardOverlapSettings, hard_overlap_law
 from dmftsolve.results import jsonable
 from validation import script_parser
@@ -111,7 +112,8 @@ def forced_m(c: dict[str, Any], d: int, draws: int, T: int, paths: int, seed: in
                 r = solve_draw(p, c["delta"], d, k, float(x), s, T)
             else:
                 q = p.replace(M0=[[float(x) / math.sqrt(d)]], Q0=[[q0]], hold_zero=[])
-                r = solve_dmft(q, c["delta"], n_paths=paths, reflect=(0,), force_samples=n,
+                r = solve_dmft(q, c["delta"], n_paths=paths, reflect=(0,),
+                               force=BootstrapForce(n, "poisson"),
                                seed=int(np.random.SeedSequence([seed, d, k]).generate_state(1)[0]),
                                errors="none", test_loss="none", throw=False)
             if r.ok:

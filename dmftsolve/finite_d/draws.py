@@ -25,7 +25,8 @@ from dmftsolve.finite_d.settings import TransitionSettings, kernel_paths, resolv
 from dmftsolve.finite_d.stopping import FirstPassage
 from dmftsolve.problem import Problem
 
-__all__ = ["draw_starts", "stratified_starts", "draw_settings", "solve_draw", "run_draw", "sane_steps", "draw_seed"]
+__all__ = ["draw_starts", "stratified_starts", "draw_settings", "solve_draw", "run_draw", "sane_steps",
+           "draw_seed"]
 
 
 def draw_seed(seed: int, delta: float, d: int, k: int) -> int:
