@@ -41,12 +41,8 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from dmftsolve import Problem
-from dmftsolve.finite_d import (
-    GIVE_UP_FACTOR,
-    TransitionSettings,
-    give_up_step,
-    transition,
-)
+from dmftsolve.finite_d import TransitionSettings, give_up_step, transition
+from dmftsolve.finite_d.stopping import GIVE_UP_FACTOR
 from dmftsolve.results import cpu_model
 from dmftsolve.simulation.simulator import simulate
 

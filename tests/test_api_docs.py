@@ -27,6 +27,7 @@ GUIDES = ["README.md", "docs/tutorial.md", "docs/cli.md", "docs/tips.md", "docs/
           "docs/findings.md", "docs/results.md", "docs/accuracy.md", "docs/figures.md",
           "docs/bad_inputs.md", "docs/investigations.md"]
 PACKAGES = ["dmftsolve", "dmftsolve.dynamics", "dmftsolve.hessian", "dmftsolve.thresholds",
+            "dmftsolve.finite_d",
             "dmftsolve.simulation", "dmftsolve.seeds"]
 
 

@@ -256,7 +256,7 @@ def test_curvature_warning_fires_when_the_paths_noise_exceeds_gds() -> None:
     """``curvature_warning``: None while the worst ``curvature_excess`` over the grid is at most
     ``CURVATURE_EXCESS_WARN`` = 1, else one line naming that δ, N, n and the remedy. Excesses
     from the closed forms of ``test_curvature_excess_counts_the_paths_noise``."""
-    from dmftsolve.finite_d import CURVATURE_EXCESS_WARN, curvature_warning
+    from dmftsolve.finite_d.diagnostics import CURVATURE_EXCESS_WARN, curvature_warning
 
     assert CURVATURE_EXCESS_WARN == 1.0
     paired = TransitionSettings(n_paths=20_000)

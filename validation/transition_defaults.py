@@ -44,13 +44,13 @@ from threadpoolctl import threadpool_limits
 
 from dmftsolve import Problem, __version__
 from dmftsolve.finite_d import (
-    CURVATURE_EXCESS_WARN,
     TransitionSettings,
     default_kernel_paths,
     label_is_uncentred,
     resolve_settings,
     transition,
 )
+from dmftsolve.finite_d.diagnostics import CURVATURE_EXCESS_WARN
 from dmftsolve.results import cpu_model, git_commit, jsonable
 from validation import script_parser
 from validation import transition_vs_simulation as TVS  # noqa: N812  (its cases, GD's stored counts and fit)

@@ -47,8 +47,8 @@ def curvature_excess(s: TransitionSettings, n: int) -> float:
 
 
 def label_mean_warning(problem: Problem, s: TransitionSettings) -> str | None:
-    """A warning when the label has a non-zero mean (:func:`~dmftsolve.finite_d.settings.
-    label_is_uncentred`) and the draws use fewer kernel paths than
+    """A warning when the label has a non-zero mean
+    (:func:`~dmftsolve.finite_d.settings.label_is_uncentred`) and the draws use fewer kernel paths than
     :func:`~dmftsolve.finite_d.settings.recommended_kernel_paths`; None otherwise. On such labels
     the theory runs high with too few kernel paths (``docs/findings.md`` §9.2, §10.1)."""
     if s.construction != "forced" or s.paths_per_sample is not None:

@@ -106,7 +106,7 @@ def solve_draw(problem: Problem, delta: float, d: int, k: int, m0: Any,
                s: TransitionSettings, T: int, hard: Sequence[int] | None = None,
                stop: bool = False) -> Any:
     """The DMFT solve of draw ``k`` (start ``√d M_0 = m0``, ``s.construction``), as
-    :func:`~dmftsolve.transition.success_probability` runs it: a
+    :func:`~dmftsolve.finite_d.success_probability` runs it: a
     :class:`~dmftsolve.dynamics.dmft.DMFTResult` (``throw=False``; check ``.ok``).
 
     ``m0`` is a number (``m = k = 1``) or a ``k×m`` array; ``hard`` the directions paired by

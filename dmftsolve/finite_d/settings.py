@@ -1,7 +1,7 @@
 """Settings of the finite-d transition, and the kernel-path policy of its draws.
 
-:class:`TransitionSettings` holds the options of :func:`~dmftsolve.transition.success_probability`
-and :func:`~dmftsolve.transition.transition`, apart from the problem. The number of Monte Carlo
+:class:`TransitionSettings` holds the options of :func:`~dmftsolve.finite_d.success_probability`
+and :func:`~dmftsolve.finite_d.transition`, apart from the problem. The number of Monte Carlo
 kernel paths of a draw, when not given, comes from one table (:data:`KERNEL_PATHS`): by width, and
 larger on labels with a non-zero mean, where the theory needs more paths to come to GD's δ_50
 (``docs/findings.md`` §9.2, §10.1).
@@ -101,8 +101,8 @@ def recommended_kernel_paths(m: int, uncentred: bool) -> int:
 
 @dataclass(frozen=True)
 class TransitionSettings:
-    """Settings of :func:`~dmftsolve.transition.success_probability` and
-    :func:`~dmftsolve.transition.transition`.
+    """Settings of :func:`~dmftsolve.finite_d.success_probability` and
+    :func:`~dmftsolve.finite_d.transition`.
 
     Attributes
     ----------
@@ -124,7 +124,7 @@ class TransitionSettings:
         Kernel paths of the ``"forced"`` and ``"initial"`` constructions. None (default):
         :func:`default_kernel_paths` of the problem's width and label (:data:`KERNEL_PATHS`).
     workers : int
-        Processes for the draws in :func:`~dmftsolve.transition.transition` (1: in this
+        Processes for the draws in :func:`~dmftsolve.finite_d.transition` (1: in this
         process). Each draw keeps one BLAS thread; the result does not depend on ``workers``.
     paths_per_sample : float, optional
         If given, the kernels use ``round(paths_per_sample · n)`` paths (``n = δd``) instead of
