@@ -862,7 +862,7 @@ def _replicate_errors(res: DMFTResult, problem: Problem, delta: float, cfg: DMFT
     return dataclasses.replace(res, diagnostics=diagnostics, warnings=warnings, **errs)
 
 
-#: options of :class:`DMFTSettings` that are now components, and what to pass instead
+#: option names :class:`DMFTSettings` does not take, and the component that does their job
 _REPLACED = {
     "stein_regression": "pass method=Stein(regression=True) (dmftsolve.dynamics.stein.Stein)",
     "force_samples": "pass force=BootstrapForce(samples=n) (dmftsolve.finite_d.force)",
