@@ -29,7 +29,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from dmftsolve import Problem, simulate, solve_dmft, transition
-from dmftsolve.thresholds import TransitionSettings
+from dmftsolve.finite_d import TransitionSettings
 
 TOL = 4.5
 #: a target with an easy (z1) and a hard (z2) direction, and one with three latents
