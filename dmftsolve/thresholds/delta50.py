@@ -1,6 +1,6 @@
 """The 50 % point δ_50 of a success curve: the probit fit and a self-bracketing search.
 
-Used alike by the theory (:func:`dmftsolve.thresholds.finite_d_transition.transition`) and by
+Used alike by the theory (:func:`dmftsolve.finite_d.curve.transition`) and by
 GD experiments (``python -m validation.width_transition``): :func:`search_delta_50` only needs a
 function that runs one batch of trials at a given δ and returns its successes.
 
