@@ -167,11 +167,32 @@ WIDTH_CASES = DEFAULT_CASES[:6]
 for _of in (*WIDTH_CASES, "gelu_abs_m2"):
     CASES[f"{_of}_defaults_seed2"] = _defaults_case(_of) | {"seed": 2}
 
+#: Ridge and a trained bias (issue 49): both sides on the same problem, the theory at the
+#: command's defaults. Appended last: a case's index seeds its GD trials.
+RIDGE_BIAS_CASES: dict[str, dict[str, Any]] = {
+    "gelu_z2m1_m1_lam01": {"target": "z**2 - 1", "activation": "gelu", "m": 1, "eta": 0.5, "steps": 400,
+                           "lam": 0.1, "start": 6.0},
+    "gelu_z2m1_m1_lam03": {"target": "z**2 - 1", "activation": "gelu", "m": 1, "eta": 0.5, "steps": 400,
+                           "lam": 0.3, "start": 6.0},
+    "gelu_absc_m1": {"target": "abs(z) - 0.7978845608028654", "activation": "gelu", "m": 1, "eta": 0.5,
+                     "steps": 400, "start": 7.0},
+    "gelu_absc_m1_lam01": {"target": "abs(z) - 0.7978845608028654", "activation": "gelu", "m": 1,
+                           "eta": 0.5, "steps": 400, "lam": 0.1, "start": 7.0},
+    "gelu_absc_m1_lam03": {"target": "abs(z) - 0.7978845608028654", "activation": "gelu", "m": 1,
+                           "eta": 0.5, "steps": 400, "lam": 0.3, "start": 7.0},
+    "gelu_z2m1_m2_lam01": {"target": "z**2 - 1", "activation": "gelu", "m": 2, "eta": 0.5, "steps": 400,
+                           "lam": 0.1, "start": 3.0},
+    "gelu_z2m1_m1_bias": {"target": "z**2 - 1", "activation": "gelu", "m": 1, "eta": 0.5, "steps": 400,
+                          "bias": True, "start": 8.0},
+}
+for _name, _case in RIDGE_BIAS_CASES.items():
+    CASES[_name] = _case | {"defaults": True}
+
 
 def problem_of(case: str) -> Problem:
     c = CASES[case]
     return Problem.build(target=c["target"], activation=c["activation"], m=c["m"], eta=c["eta"],
-                         steps=c["steps"], a=c.get("a"))
+                         steps=c["steps"], a=c.get("a"), lam=c.get("lam", 0.0), bias=c.get("bias", False))
 
 
 def _load() -> dict[str, Any]:

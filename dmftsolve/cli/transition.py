@@ -33,7 +33,9 @@ delta = n/d, and its 50 % point delta_50 with a standard error: the number to
 compare with GD at finite d. Each draw is a DMFT run started at a random overlap
 and driven by GD's finite-n gradient. Without --delta an adaptive search places
 batches of --draws draws until the error of delta_50 is at most --tol; with
---delta the draws run on that grid. No bias, ridge or warm start.
+--delta the draws run on that grid. A ridge (--lam) and a trained bias (--bias)
+are followed by the draws; a warm start is not (each draw starts from a random
+overlap).
 """
 
 EXAMPLES = """\
@@ -47,8 +49,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = command_parser(subparsers, "transition",
                        "predicted GD success curve over delta at finite d, and delta_50",
                        DESCRIPTION, EXAMPLES)
-    # each draw starts from a random overlap, without bias or ridge: these are refused (run)
-    add_problem_arguments(p, hide=("lam", "M0", "Q0", "hold_zero", "bias"))
+    # each draw starts from a random overlap: a warm start and held directions are refused (run)
+    add_problem_arguments(p, hide=("M0", "Q0", "hold_zero"))
     g = p.add_argument_group("transition")
     g.add_argument("--d", type=positive_int("--d", 10**7), default=1000, metavar="N",
                    help="input dimension d (default: %(default)s)")

@@ -94,8 +94,9 @@ def success_probability(problem: Problem, delta: float, d: int, *,
     Parameters
     ----------
     problem : Problem
-        Any width ``m`` and number of directions ``k``, random start (``q0``), no bias or
-        ridge, hard directions sign-symmetric (:func:`transition_directions`).
+        Any width ``m`` and number of directions ``k``, random start (``q0``), a ridge
+        below ``1/η`` and a trained bias allowed, hard directions sign-symmetric
+        (:func:`transition_directions`).
     delta : float
         Sample ratio ``δ = n/d``.
     d : int

@@ -19,7 +19,8 @@ __all__ = ["transition_directions"]
 def transition_directions(problem: Problem) -> tuple[int, ...]:
     """The hard target directions whose learning decides success, after checking the problem.
 
-    Raises ``ValueError`` unless: ``problem`` has no bias and no ridge; its hard subspace
+    Raises ``ValueError`` unless: its ridge is below ``1/η`` (else GD's step shrinks ``W`` to zero
+    or flips it); its hard subspace
     (:func:`~dmftsolve.thresholds.directions.split_directions`) is non-empty and spanned by
     coordinate directions; and the label is invariant under the joint reflection of those
     coordinates (so the random start's reflection pairing, and GD's force as a Rademacher sum,
@@ -35,9 +36,10 @@ def transition_directions(problem: Problem) -> tuple[int, ...]:
 
     if not isinstance(problem, Problem):
         raise ValueError(f"problem must be a Problem, got {problem!r}")
-    if problem.bias or problem.training.lam != 0.0:
-        raise ValueError("the finite-d transition is implemented without bias and ridge "
-                         f"(bias={problem.bias}, lam={problem.training.lam})")
+    eta, lam = problem.training.eta, problem.training.lam
+    if not eta * lam < 1.0:
+        raise ValueError(f"lam must be below 1/eta = {1 / eta:g}: with eta*lam = {eta * lam:g} each GD "
+                         f"step multiplies W by 1 - eta*lam <= 0 (lam={lam:g}, eta={eta:g})")
     split = split_directions(problem)
     hard = split.hard_indices
     if hard is None:
