@@ -172,7 +172,7 @@ def test_a_draw_that_fails_after_its_escape_counts(monkeypatch: pytest.MonkeyPat
     from dmftsolve.finite_d import run_draw
 
     monkeypatch.setattr(dmft_module, "solve_dmft", _fake_solve(cosine, ok))
-    final, esc, diverged, msg, _ = run_draw(CENTRED, 6.0, 500, 0, 0.3, TransitionSettings(draws=2), 4)
+    final, esc, diverged, msg, _, _ = run_draw(CENTRED, 6.0, 500, 0, 0.3, TransitionSettings(draws=2), 4)
     assert esc == expected
     assert bool(msg) == (expected == -1 and not ok)  # a failure is reported only if no escape came first
     assert diverged == (not ok and expected >= 0)
@@ -417,3 +417,23 @@ def test_label_mean_warning_fires_on_uncentred_labels_at_the_default_paths() -> 
     assert warn("abs(z)", m=2, n_paths=160_000) is None
     assert warn("z**2", paths_per_sample=2) is None
     assert warn("z**2", construction="initial") is None
+
+
+def test_a_draw_follows_the_ridge_and_the_bias() -> None:
+    """A ridge enters a draw's overlap update as GD's does: at step 0 the fields do not depend on
+    λ, so ``M_1(λ) − M_1(0) = −ηλ M_0`` exactly (same seed, same force). A trained bias is evolved
+    by the draw (``b_1 = −η E[g^0]``, non-zero for ``z² − 1`` under GeLU) and leaves the draw's
+    ``M_1`` unchanged at step 0 (``b_0 = 0``)."""
+    from dmftsolve.finite_d import solve_draw
+
+    s = TransitionSettings(n_paths=2000, path_dtype="float64")
+    runs = {}
+    for name, kw in (("plain", {}), ("ridge", {"lam": 0.1}), ("bias", {"bias": True})):
+        p = CENTRED.replace(steps=2, **kw)
+        runs[name] = solve_draw(p, 6.0, 500, 0, 2.0, s, 2)
+        assert runs[name].ok
+    M0 = 2.0 / math.sqrt(500)
+    eta = CENTRED.training.eta
+    assert runs["ridge"].M[1, 0, 0] - runs["plain"].M[1, 0, 0] == pytest.approx(-eta * 0.1 * M0, rel=1e-9)
+    assert runs["bias"].M[1, 0, 0] == pytest.approx(runs["plain"].M[1, 0, 0], rel=1e-12)
+    assert abs(runs["bias"].b[1, 0]) > 1e-3 and np.all(runs["plain"].b == 0)

@@ -69,8 +69,10 @@ def test_success_directions_and_transition_directions() -> None:
     assert transition_directions(Problem.build(target="z1*z2", m=2)) == (0, 1)
     with pytest.raises(ValueError, match="no hard direction"):
         transition_directions(Problem.build(target="z1 + z2**3"))
-    with pytest.raises(ValueError, match="bias"):
-        transition_directions(Problem.build(target="z**2", bias=True))
+    # a ridge and a bias are followed by the draws; a ridge of 1/eta or more is refused
+    assert transition_directions(Problem.build(target="z**2", bias=True, lam=0.1)) == (0,)
+    with pytest.raises(ValueError, match="lam must be below 1/eta = 2: with eta\\*lam = 1 each GD step"):
+        transition_directions(Problem.build(target="z**2", eta=0.5, lam=2.0))
 
 
 def test_simulator_success_uses_the_hard_directions() -> None:

@@ -40,7 +40,7 @@ overlap).
 
 EXAMPLES = """\
 dmftsolve transition
-dmftsolve transition --m 2 --start 3.5 --tol 0.3
+dmftsolve transition --init spectral --target "z**2" --steps 1000 --start 2
 dmftsolve transition --delta 5,6,7 --draws 16 --sim counts.json
 """
 
@@ -65,6 +65,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     g.add_argument("--start", type=finite_float, default=None, metavar="X",
                    help="search: the first delta tried (default: 6)")
     g.add_argument("--seed", type=int, default=0, metavar="N", help="root seed (default: %(default)s)")
+    g.add_argument("--init", choices=("random", "spectral"), default="random", metavar="NAME",
+                   help="GD start: random or spectral (default: random)")
     g.add_argument("--construction", choices=("forced", "finite_n", "initial"),
                    default="forced", metavar="NAME",
                    help="forced/finite_n/initial (default: forced)")
@@ -210,7 +212,8 @@ def run(args: argparse.Namespace) -> int:
                            force_weights=args.force_weights, tol=args.tol,
                            path_dtype=args.path_dtype, stein_regression=args.stein_regression,
                            history=args.history, max_draws=max(args.max_draws, args.draws), start=args.start,
-                           give_up_factor=None if args.no_give_up else args.give_up_factor)
+                           give_up_factor=None if args.no_give_up else args.give_up_factor,
+                           init=args.init)
     s = resolve_settings(s, problem)  # --paths: the width's default when not given
     _check_transition_cost(args, problem, s)
     transition_directions(problem)  # an unsupported problem fails first, with its one line

@@ -4,6 +4,7 @@
 * :mod:`dmftsolve.finite_d.directions` — the hard directions that decide success;
 * :mod:`dmftsolve.finite_d.force` — GD's finite-``n`` gradient on a draw's overlaps;
 * :mod:`dmftsolve.finite_d.stopping` — first passage and giving up;
+* :mod:`dmftsolve.finite_d.spectral` — the spectral start and the finite-d law of its overlap;
 * :mod:`dmftsolve.finite_d.draws` — one draw: a DMFT solve from a random start's overlap;
 * :mod:`dmftsolve.finite_d.curve` — the success probability, the curve and δ_50;
 * :mod:`dmftsolve.finite_d.diagnostics` — warnings on settings that bias δ_50;
@@ -37,6 +38,9 @@ _EXPORTS = {
     "BootstrapForce": "dmftsolve.finite_d.force",
     "FirstPassage": "dmftsolve.finite_d.stopping",
     "give_up_step": "dmftsolve.finite_d.stopping",
+    "optimal_preprocessing": "dmftsolve.finite_d.spectral",
+    "spectral_overlaps": "dmftsolve.finite_d.spectral",
+    "spectral_threshold": "dmftsolve.finite_d.spectral",
     "draw_starts": "dmftsolve.finite_d.draws",
     "solve_draw": "dmftsolve.finite_d.draws",
     "SuccessProbability": "dmftsolve.finite_d.curve",

@@ -27,6 +27,7 @@ from dmftsolve.finite_d.diagnostics import curvature_excess, curvature_warning, 
 from dmftsolve.finite_d.directions import transition_directions
 from dmftsolve.finite_d.draws import draw_starts, run_draw
 from dmftsolve.finite_d.settings import CONSTRUCTIONS, TransitionSettings, kernel_paths, resolve_settings
+from dmftsolve.finite_d.spectral import check_above_spectral_threshold, check_spectral_problem
 from dmftsolve.problem import Problem
 from dmftsolve.results import Result, SolverError, Status, binomial_error
 from dmftsolve.thresholds.delta50 import probit_fit, search_delta_50
@@ -39,10 +40,10 @@ class SuccessProbability(Result):
     """``P(success | δ, d, T)``: ``p`` with its binomial error ``p_err``
     (:func:`dmftsolve.results.binomial_error`: the one-sided 95 % bound at 0 or all).
 
-    ``m0`` (draws,) the initial ``√d M_0``; ``final_cosine`` (draws,, the last value before a
-    blow-up of the solve if any); ``escape_step``
-    (draws,) first step with cosine above ``success_cosine`` (−1 if none). The
-    stratification of ``m_0`` makes the binomial error an upper bound.
+    ``m0`` (draws,) the initial ``√d M_0`` (spectral start: the overlap ρ); ``final_cosine``
+    (draws,) the last value before a blow-up of the solve if any; ``escape_step`` (draws,) the
+    step of success (first passage above ``success_cosine``; ``T`` for a spectral start), −1 if
+    none. The stratification of ``m_0`` makes the binomial error an upper bound.
     """
 
     _headline = ("p", "p_err")
@@ -143,7 +144,12 @@ def success_probability(problem: Problem, delta: float, d: int, *,
         raise ValueError(f"delta * d must give at least 2 samples, got delta={delta:g}, d={d} "
                          f"(n = {n})")
     kernel_paths(s, n)  # refuses too few paths before any work
-    starts = draw_starts(problem, delta, d, s, hard, batch)
+    spectral = s.init == "spectral"
+    if spectral:  # each draw samples its own start's overlap (in its worker)
+        check_spectral_problem(problem)
+        starts = [None] * K
+    else:
+        starts = draw_starts(problem, delta, d, s, hard, batch)
     first = batch * K
     args = [(problem, delta, d, first + j, starts[j], s, T, hard, s.stop_at_passage) for j in range(K)]
     if executor is None:
@@ -161,7 +167,10 @@ def success_probability(problem: Problem, delta: float, d: int, *,
     status = Status.SUCCESS if not failures else Status.FAILED
     message = "" if not failures else f"{len(failures)} DMFT draws failed: {failures[:3]}"
     warning = curvature_warning(s, d, [delta])
-    m0 = starts[:, 0, 0] if problem.k == problem.m == 1 else starts
+    if spectral:
+        m0 = np.array([o[5] for o in outs], dtype=float)
+    else:
+        m0 = starts[:, 0, 0] if problem.k == problem.m == 1 else starts
     res = SuccessProbability(
         status=status, message=message, warnings=() if warning is None else (warning,),
         settings={**dataclasses.asdict(s), "steps": T, "problem": problem.to_dict(), "n": n,
@@ -170,10 +179,13 @@ def success_probability(problem: Problem, delta: float, d: int, *,
                      "diverged_draws": diverged, "given_up_draws": gave_up,
                      "kernel_paths": kernel_paths(s, n),
                      "curvature_excess": curvature_excess(s, n), "hard_directions": list(hard),
-                     "criterion": "first passage of the smallest hard-direction projection onto "
-                                  "span(W) above success_cosine by step T (dmftsolve.success; GD's "
-                                  "escapes are permanent: no late escapes or relapses were seen in "
-                                  "4x longer runs); each draw stops there"},
+                     "init": s.init,
+                     "criterion": ("the smallest hard-direction projection onto span(W) above "
+                                   "success_cosine at step T (dmftsolve.success); every draw runs to T"
+                                   if spectral else
+                                   "first passage of the smallest hard-direction projection onto "
+                                   "span(W) above success_cosine by step T (dmftsolve.success); each "
+                                   "draw stops there")},
         elapsed=time.perf_counter() - t0, delta=delta, d=d, p=p_hat,
         p_err=binomial_error(succ, K), successes=succ, draws=K,
         m0=m0, final_cosine=cos, escape_step=esc)
@@ -277,6 +289,8 @@ def transition(problem: Problem, d: int, deltas: Sequence[float] | None = None, 
         raise ValueError(f"settings must be a TransitionSettings, got {settings!r}")
     transition_directions(problem)  # checks the problem before any work
     s = resolve_settings(s, problem)
+    if s.init == "spectral":
+        check_spectral_problem(problem)
     grid = None
     if deltas is not None:
         if isinstance(deltas, (str, bytes)) or not hasattr(deltas, "__iter__"):
@@ -284,6 +298,8 @@ def transition(problem: Problem, d: int, deltas: Sequence[float] | None = None, 
         grid = np.array(sorted({check_delta(x) for x in deltas}), float)
         if grid.size < 2:
             raise ValueError(f"deltas must hold at least 2 distinct values, got {list(deltas)!r}")
+        if s.init == "spectral":
+            check_above_spectral_threshold(problem, grid)
     pool = ProcessPoolExecutor(min(s.workers, s.draws)) if s.workers > 1 else None
     reason = ""
     try:

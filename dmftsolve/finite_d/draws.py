@@ -22,11 +22,12 @@ from dmftsolve.dynamics.stein import Stein
 from dmftsolve.finite_d.directions import transition_directions
 from dmftsolve.finite_d.force import BootstrapForce
 from dmftsolve.finite_d.settings import TransitionSettings, kernel_paths, resolve_settings
+from dmftsolve.finite_d.spectral import spectral_overlaps, spectral_start
 from dmftsolve.finite_d.stopping import FirstPassage
 from dmftsolve.problem import Problem
 
 __all__ = ["draw_starts", "stratified_starts", "draw_settings", "solve_draw", "run_draw", "sane_steps",
-           "draw_seed"]
+           "draw_seed", "spectral_seed"]
 
 
 def draw_seed(seed: int, delta: float, d: int, k: int) -> int:
@@ -105,21 +106,28 @@ def draw_settings(problem: Problem, delta: float, d: int, s: TransitionSettings,
 def solve_draw(problem: Problem, delta: float, d: int, k: int, m0: Any,
                s: TransitionSettings, T: int, hard: Sequence[int] | None = None,
                stop: bool = False) -> Any:
-    """The DMFT solve of draw ``k`` (start ``√d M_0 = m0``, ``s.construction``), as
+    """The DMFT solve of draw ``k`` (start ``m0``, ``s.construction``), as
     :func:`~dmftsolve.finite_d.success_probability` runs it: a
     :class:`~dmftsolve.dynamics.dmft.DMFTResult` (``throw=False``; check ``.ok``).
 
-    ``m0`` is a number (``m = k = 1``) or a ``k×m`` array; ``hard`` the directions paired by
-    reflection and tested for success (default :func:`transition_directions`); ``stop`` ends
-    the solve at the first passage of the success criterion (:mod:`dmftsolve.success`).
+    With ``s.init="random"`` ``m0`` is ``√d M_0``, a number (``m = k = 1``) or a ``k×m`` array; with
+    ``s.init="spectral"`` it is the start's overlap ``ρ`` (:func:`~dmftsolve.finite_d.spectral.
+    spectral_start`). ``hard`` are the directions paired by reflection and tested for success
+    (default :func:`transition_directions`); ``stop`` ends the solve at the first passage of the
+    success criterion (:mod:`dmftsolve.success`).
     """
     from dmftsolve.dynamics.dmft import solve_dmft
 
     hard = transition_directions(problem) if hard is None else tuple(int(j) for j in hard)
     s = resolve_settings(s, problem)
     q0 = float(problem.training.init.q0)
-    M0 = np.broadcast_to(np.asarray(m0, dtype=float), (problem.k, problem.m)) / math.sqrt(d)
-    p = problem.replace(M0=M0.tolist(), Q0=(q0 * np.eye(problem.m)).tolist(), steps=T, hold_zero=[])
+    if s.init == "spectral":
+        M, Q = spectral_start(float(m0), q0)
+        M0, Q0 = np.array([[M]]), np.array([[Q]])
+    else:
+        M0 = np.broadcast_to(np.asarray(m0, dtype=float), (problem.k, problem.m)) / math.sqrt(d)
+        Q0 = q0 * np.eye(problem.m)
+    p = problem.replace(M0=M0.tolist(), Q0=Q0.tolist(), steps=T, hold_zero=[])
     return solve_dmft(p, delta, seed=draw_seed(s.seed, delta, d, k),
                       **draw_settings(problem, delta, d, s, T, hard, stop))
 
@@ -150,12 +158,24 @@ def sane_steps(r: Any) -> int:
     return int(np.argmin(sane)) if not sane.all() else sane.size
 
 
+def spectral_seed(seed: int, delta: float, d: int, k: int) -> list[int]:
+    """The seed of draw ``k``'s sample of the spectral start's overlap at ``(δ, d)``."""
+    return [seed, int(round(1000 * delta)), int(d), int(k), 1]
+
+
 def run_draw(problem: Problem, delta: float, d: int, k: int, m0: Any,
              s: TransitionSettings, T: int, hard: Sequence[int] | None = None,
-             stop: bool = False) -> tuple[float, int, bool, str, bool]:
-    """One DMFT draw: ``(last sane success statistic, escape step or −1, diverged, failure
-    message, gave up)``; the statistic is the smallest hard-direction projection
-    (:mod:`dmftsolve.success`)."""
+             stop: bool = False) -> tuple[float, int, bool, str, bool, Any]:
+    """One DMFT draw: ``(last sane success statistic, step of success or −1, diverged, failure
+    message, gave up, start)``; the statistic is the smallest hard-direction projection
+    (:mod:`dmftsolve.success`). Success is the first passage by step ``T``, or with
+    ``s.init="spectral"`` the statistic at ``T`` (then the step of success is ``T``); a spectral
+    draw given ``m0=None`` samples its start's overlap (:func:`~dmftsolve.finite_d.spectral.
+    spectral_overlaps`), and ``start`` is the start used."""
+    if s.init == "spectral":
+        if m0 is None:
+            m0 = float(spectral_overlaps(problem, delta, d, 1, spectral_seed(s.seed, delta, d, k))[0])
+        stop = False
     r = solve_draw(problem, delta, d, k, m0, s, T, hard, stop)
     # first passage, before any blow-up (:func:`sane_steps`); a solve that stopped on
     # non-finite kernels counts if it escaped before.
@@ -165,11 +185,16 @@ def run_draw(problem: Problem, delta: float, d: int, k: int, m0: Any,
     else:
         stat = np.asarray(per, dtype=float)[:, list(hard)].min(axis=1)
     upto = sane_steps(r)
+    if s.init == "spectral":  # the statistic at T, or the last before a blow-up
+        last = float(stat[upto - 1]) if upto > 0 else math.nan
+        if not r.ok and upto < T + 1 and not last > s.success_cosine:
+            return math.nan, -1, False, f"draw {k}: {r.message}", False, m0
+        return last, T if last > s.success_cosine else -1, upto < stat.size, "", False, m0
     above = np.nonzero(stat[:upto] > s.success_cosine)[0]
     if not r.ok and not above.size:
-        return math.nan, -1, False, f"draw {k}: {r.message}", False
+        return math.nan, -1, False, f"draw {k}: {r.message}", False, m0
     last = float(stat[upto - 1]) if upto > 0 else math.nan
     stopped = _stopped_at(r)
     diverged = upto < stat.size and stopped is None
     gave_up = getattr(r, "diagnostics", {}).get("gave_up_at") is not None
-    return last, int(above[0]) if above.size else -1, diverged, "", gave_up and not above.size
+    return last, int(above[0]) if above.size else -1, diverged, "", gave_up and not above.size, m0

@@ -22,7 +22,7 @@ from dmftsolve.finite_d.force import FORCE_WEIGHTS
 from dmftsolve.finite_d.stopping import GIVE_UP_FACTOR
 from dmftsolve.problem import Problem
 
-__all__ = ["TransitionSettings", "CONSTRUCTIONS", "KERNEL_PATHS", "default_kernel_paths",
+__all__ = ["TransitionSettings", "CONSTRUCTIONS", "INITS", "KERNEL_PATHS", "default_kernel_paths",
            "recommended_kernel_paths", "resolve_settings", "kernel_paths", "label_moments",
            "label_is_uncentred", "LABEL_MEAN_WARN"]
 
@@ -32,6 +32,9 @@ CONSTRUCTIONS = {
     "finite_n": "finite-n DMFT (N = n unpaired paths)",
     "initial": "initial overlap only (reflection-paired paths)",
 }
+
+#: GD's starts (``TransitionSettings.init``)
+INITS = ("random", "spectral")
 
 #: The kernel-path policy of a draw when ``TransitionSettings.n_paths`` is None: for each width,
 #: the paths on a centred label and on one with a non-zero mean (:func:`label_is_uncentred`);
@@ -152,6 +155,13 @@ class TransitionSettings:
     give_up_factor : float, optional
         With ``stop_at_passage``: the factor ``F`` of the give-up rule
         (:mod:`dmftsolve.finite_d.stopping`); None: every draw that does not pass runs to ``T``.
+    init : {"random", "spectral"}
+        GD's start. ``"random"``: ``W⁰`` with ``N(0, q0/d)`` entries, success at the first passage
+        by step ``T``. ``"spectral"``: the top eigenvector of the optimally preprocessed spectral
+        matrix (:mod:`dmftsolve.finite_d.spectral`, one neuron and one direction), each draw from its
+        own sample of the start's finite-d overlap; a spectral start may begin above the success
+        cosine and lose it, so success is the success statistic at step ``T`` and every draw runs
+        to ``T`` (``stop_at_passage`` and ``give_up_factor`` do not apply).
     """
 
     steps: int | None = None
@@ -171,6 +181,7 @@ class TransitionSettings:
     stein_regression: bool = True
     history: str = "compact"
     give_up_factor: float | None = GIVE_UP_FACTOR
+    init: str = "random"
 
     def __post_init__(self) -> None:
         if self.steps is not None:
@@ -204,6 +215,8 @@ class TransitionSettings:
             raise ValueError(f"path_dtype must be 'float32' or 'float64', got {self.path_dtype!r}")
         if self.history not in ("full", "compact"):
             raise ValueError(f"history must be 'compact' or 'full', got {self.history!r}")
+        if self.init not in INITS:
+            raise ValueError(f"init must be 'random' or 'spectral', got {self.init!r}")
         if not 0.0 < float(self.success_cosine) < 1.0:
             raise ValueError(f"success_cosine must lie in (0, 1), got {self.success_cosine!r}")
         g = self.give_up_factor
