@@ -167,45 +167,16 @@ def preprocess(y: np.ndarray, shift: float, kind: str, delta: float) -> np.ndarr
 
 
 # --------------------------------------------------------------------------- simulator
-#: Largest d for which the spectral matrix is formed densely (``n d²`` flops, then one ``eigh``).
-DENSE_LIMIT = 3000
-
-
 def spectral_vector(X: np.ndarray, y: np.ndarray, shift: float, kind: str, delta: float,
                     rng: np.random.Generator) -> tuple[np.ndarray, float]:
-    """Unit top eigenvector of ``(1/n) Σ T(y_i) x_i x_iᵀ`` and its eigenvalue.
+    """Unit top eigenvector of ``(1/n) Σ T(y_i) x_i x_iᵀ`` and its eigenvalue, with the
+    preprocessing ``kind`` (:func:`preprocess`): the library's estimator,
+    :func:`dmftsolve.finite_d.spectral.spectral_vector` (dense up to ``DENSE_LIMIT``, Lanczos above;
+    ``T*`` is unbounded below, so near δ_alg Lanczos for the largest eigenvalue converges slowly and
+    the dense route takes seconds there)."""
+    from dmftsolve.finite_d.spectral import spectral_vector as estimator
 
-    Dense (``(1/n) Xᵀ diag(T) X`` in blocks, then ``eigh`` of the top pair) for
-    ``d ≤ DENSE_LIMIT``; matrix-free Lanczos above. ``T*`` is unbounded below (``1 − 1/y`` as
-    ``y → 0``), so the spectrum spreads far to the left of the top eigenvalue and Lanczos for the
-    largest eigenvalue converges slowly near δ_alg (minutes per trial at d = 1000, δ = 1): the
-    dense route takes seconds there.
-    """
-    import scipy.linalg
-    import scipy.sparse.linalg as spla
-
-    n, d = X.shape
-    tw = preprocess(y, shift, kind, delta)
-    if d <= DENSE_LIMIT:
-        A = np.zeros((d, d))
-        step = max(1, int(2**24 // max(d, 1)))
-        for s in range(0, n, step):
-            Xb = np.asarray(X[s:s + step], dtype=np.float64)
-            A += Xb.T @ (tw[s:s + step, None] * Xb)
-        A /= n
-        vals, vecs = scipy.linalg.eigh(A, subset_by_index=[d - 1, d - 1])
-        v = vecs[:, 0]
-        return v / np.linalg.norm(v), float(vals[0])
-    tw32 = tw.astype(X.dtype)
-
-    def mv(v: np.ndarray) -> np.ndarray:
-        vx = np.asarray(v, dtype=X.dtype).ravel()
-        return (X.T @ (tw32 * (X @ vx))).astype(np.float64) / n
-
-    op = spla.LinearOperator((d, d), matvec=mv, dtype=np.float64)
-    vals, vecs = spla.eigsh(op, k=1, which="LA", v0=rng.standard_normal(d), tol=1e-7, maxiter=20 * d)
-    v = vecs[:, 0]
-    return v / np.linalg.norm(v), float(vals[0])
+    return estimator(X, preprocess(y, shift, kind, delta), rng)
 
 
 def overlap_trial(problem: Problem, d: int, delta: float, seed: list[int], i: int, shift: float,
