@@ -374,7 +374,7 @@ def test_results_table_width_search_is_seed_one(monkeypatch: pytest.MonkeyPatch)
 
     def search(x: float, **settings: object) -> dict:
         return {"delta_50": x, "err": 0.1, "deltas": [x - 1, x, x + 1], "successes": [0, 4, 8],
-                "trials": [8, 8, 8], "settings": {"stein_regression": True, "n_paths": 20_000} | settings}
+                "trials": [8, 8, 8], "settings": {"stein_regression": True, "n_paths": 80_000} | settings}
 
     data = {"gelu_z2m1_m2_defaults|1000|theory": search(3.3),
             "gelu_z2m1_m2_defaults_seed2|1000|theory": search(3.6),

@@ -329,18 +329,19 @@ def test_a_failed_point_is_named_in_the_message(monkeypatch: pytest.MonkeyPatch)
 
 
 def test_kernel_paths_default_by_width() -> None:
-    """n_paths=None resolves by the label: a centred label gets 2e4 kernel paths at every width, a
-    label with a non-zero mean (``z**2``: mean 1, ``abs(z)``) 8e4 at widths 1 and 2 (the
-    measured policy of findings §10.1, §10.4); an explicit value is kept; the draws record it."""
-    from dmftsolve.finite_d import resolve_settings
+    """n_paths=None resolves to 8e4 kernel paths at width 2 and 2e4 at widths 1 and 3 (the
+    measured defaults of findings §10.1), and to 8e4 at width 1 on a label with a non-zero
+    mean (``z**2``: mean 1; findings §10.4); an explicit value is kept; the draws record it."""
+    from dmftsolve.finite_d import default_kernel_paths, resolve_settings
 
-    expected = {("z**2", 1): 80_000, ("abs(z)", 1): 80_000, ("z**2", 2): 80_000, ("abs(z)", 2): 80_000,
-                ("z**2", 3): 20_000, ("z**2 - 1", 1): 20_000, ("z**2 - 1 + 0.5*eps", 1): 20_000,
-                ("z**2 - 1", 2): 20_000, ("z1*z2", 2): 20_000, ("z**2 - 1", 4): 20_000}
-    for (target, m), n in expected.items():
-        p = Problem.build(target=target, activation="gelu", m=m, eta=0.5, steps=2)
-        assert resolve_settings(TransitionSettings(), p).n_paths == n, (target, m)
-    p2 = Problem.build(target="z**2", activation="gelu", m=2, eta=0.5, steps=2)
+    assert [default_kernel_paths(m) for m in (1, 2, 3, 4)] == [20_000, 80_000, 20_000, 20_000]
+    assert [default_kernel_paths(m, uncentred=True) for m in (1, 2, 3)] == [80_000, 80_000, 20_000]
+    expected = {"z**2": 80_000, "abs(z)": 80_000, "z**2 - 1": 20_000, "z**2 - 1 + 0.5*eps": 20_000}
+    for target, n in expected.items():
+        p = Problem.build(target=target, activation="gelu", eta=0.5, steps=2)
+        assert resolve_settings(TransitionSettings(), p).n_paths == n, target
+    p2 = Problem.build(target="z**2 - 1", activation="gelu", m=2, eta=0.5, steps=2)
+    assert resolve_settings(TransitionSettings(), p2).n_paths == 80_000
     assert resolve_settings(TransitionSettings(n_paths=4000), p2).n_paths == 4000
     r = success_probability(p2, 5.0, 200, settings=TransitionSettings(draws=2))
     assert r.settings["n_paths"] == 80_000 and r.diagnostics["kernel_paths"] == 80_000

@@ -38,12 +38,12 @@ INITS = ("random", "spectral")
 
 #: The kernel-path policy of a draw when ``TransitionSettings.n_paths`` is None: for each width,
 #: the paths on a centred label and on one with a non-zero mean (:func:`label_is_uncentred`);
-#: ``None`` is every width not listed. A label with a non-zero mean needs more paths than a
-#: centred one at widths 1 and 2 (``docs/findings.md`` §10.1); the ``recommended_uncentred``
-#: entries are what :func:`~dmftsolve.finite_d.diagnostics.label_mean_warning` recommends.
+#: ``None`` is every width not listed. The uncentred entries at widths ≥ 2 are what
+#: :func:`~dmftsolve.finite_d.diagnostics.label_mean_warning` recommends; the defaults there stay
+#: the centred ones.
 KERNEL_PATHS: dict[int | None, dict[str, int]] = {
     1: {"centred": 20_000, "uncentred": 80_000, "recommended_uncentred": 80_000},
-    2: {"centred": 20_000, "uncentred": 80_000, "recommended_uncentred": 160_000},
+    2: {"centred": 80_000, "uncentred": 80_000, "recommended_uncentred": 160_000},
     None: {"centred": 20_000, "uncentred": 20_000, "recommended_uncentred": 40_000},
 }
 
@@ -91,7 +91,7 @@ def default_kernel_paths(m: int, uncentred: bool = False) -> int:
     Examples
     --------
     >>> default_kernel_paths(1), default_kernel_paths(1, uncentred=True), default_kernel_paths(2)
-    (20000, 80000, 20000)
+    (20000, 80000, 80000)
     """
     return _policy(m)["uncentred" if uncentred else "centred"]
 
