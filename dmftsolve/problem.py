@@ -49,6 +49,7 @@ from dmftsolve._symbolic import (
 from dmftsolve.activations import NAMED_ACTIVATIONS, R
 from dmftsolve.admissibility import activation_problem, loss_problem, resolution_problem, target_problem
 from dmftsolve.checks import check_integer, check_matrix, check_real, check_sequence, short_repr
+from dmftsolve.defaults import PROBLEM_DEFAULTS, default_eta
 from dmftsolve.losses import NAMED_LOSSES, F, Y
 
 __all__ = ["Target", "Network", "Loss", "Init", "Training", "Problem", "as_target"]
@@ -551,15 +552,15 @@ class Problem(_Frozen):
     @classmethod
     def build(
         cls,
-        target: str = "z**2",
-        activation: str = "gelu",
-        m: int = 1,
+        target: str = PROBLEM_DEFAULTS["target"],
+        activation: str = PROBLEM_DEFAULTS["activation"],
+        m: int = PROBLEM_DEFAULTS["m"],
         a: Sequence[float] | None = None,
-        loss: str = "square",
-        eta: float = 0.1,
-        lam: float = 0.0,
-        steps: int = 100,
-        q0: float = 1.0,
+        loss: str = PROBLEM_DEFAULTS["loss"],
+        eta: float | None = None,
+        lam: float = PROBLEM_DEFAULTS["lam"],
+        steps: int = PROBLEM_DEFAULTS["steps"],
+        q0: float = PROBLEM_DEFAULTS["q0"],
         M0: Any = None,
         Q0: Any = None,
         hold_zero: Sequence[int] = (),
@@ -576,7 +577,7 @@ class Problem(_Frozen):
         ----------
         target : str, optional
             The link, a sympy expression in ``z`` (or ``z1 … zk``) and
-            optionally ``eps``; default ``"z**2"``. See :class:`Target`.
+            optionally ``eps``; default ``"z**2 - 1"``. See :class:`Target`.
         activation : str, optional
             ``gelu`` (default), ``quad``, ``relu``, ``tanh``, ``erf``,
             ``linear``, or a sympy expression in ``r``. See :class:`Network`.
@@ -588,11 +589,12 @@ class Problem(_Frozen):
             ``square`` (default), ``logistic``, or a sympy expression in ``y``
             and ``f``. See :class:`Loss`.
         eta : float, optional
-            GD step size ``η > 0``; default 0.1.
+            GD step size ``η > 0``; default by activation
+            (:func:`dmftsolve.defaults.default_eta`: 0.5, or 0.05 for ``quad``).
         lam : float, optional
             Ridge ``λ >= 0``; default 0.0.
         steps : int, optional
-            Number of GD steps, ``0 <= steps <= 10**9``; default 100.
+            Number of GD steps, ``0 <= steps <= 10**9``; default 400.
         q0 : float, optional
             Random start: squared norm of each column of ``W⁰`` (``>= 0``,
             default 1.0). With ``M0`` and no ``Q0``, the warm start's Gram is
@@ -629,7 +631,7 @@ class Problem(_Frozen):
         >>> p.network
         Network(activation='gelu', m=2, a=(1.0, 1.0), bias=False)
         >>> p.describe()
-        'y=z**2 - 1, σ=gelu, m=2, loss=square, η=0.1, λ=0, T=100, q0=1'
+        'y=z**2 - 1, σ=gelu, m=2, loss=square, η=0.5, λ=0, T=400, q0=1'
         >>> Problem.build(target="z**2 - 1", m=2, M0=[[0.5, 0.0]]).training.init
         Init(kind='warm', q0=1.0, M0=((0.5, 0.0),), Q0=((1.0, 0.0), (0.0, 1.0)))
         >>> Problem.build(m=0)
@@ -651,7 +653,8 @@ class Problem(_Frozen):
             target=Target(target, k=k),
             network=Network(activation, m, a, bias=bias),
             loss=Loss(loss),
-            training=Training(eta=eta, lam=lam, steps=steps, init=init, hold_zero=hold_zero),
+            training=Training(eta=default_eta(activation) if eta is None else eta, lam=lam, steps=steps,
+                              init=init, hold_zero=hold_zero),
         )
 
     def replace(self, **changes: Any) -> Problem:

@@ -136,7 +136,7 @@ def test_every_option_is_one_line_with_its_default(command: str, monkeypatch: py
 
 def test_the_default_target_is_stated_as_it_is(monkeypatch: pytest.MonkeyPatch) -> None:
     """The default label is z**2 - 1 everywhere (simulate and threshold said z**2)."""
-    from dmftsolve.cli._common import PROBLEM_DEFAULTS
+    from dmftsolve.defaults import PROBLEM_DEFAULTS
 
     for command in _commands():
         text = " ".join(_help(command, monkeypatch).split())

@@ -14,14 +14,8 @@ import re
 import pytest
 
 from dmftsolve.cli import build_parser
-from dmftsolve.cli._common import (
-    DEFAULT_ETA,
-    DEFAULT_SEED,
-    ETA_BY_ACTIVATION,
-    PROBLEM_DEFAULTS,
-    default_eta,
-    problem_from_args,
-)
+from dmftsolve.cli._common import problem_from_args
+from dmftsolve.defaults import DEFAULT_ETA, DEFAULT_SEED, ETA_BY_ACTIVATION, PROBLEM_DEFAULTS, default_eta
 from dmftsolve.results import binomial_error, format_binomial
 
 #: Commands whose defaults another change switches to the common ones (issue 29): checked

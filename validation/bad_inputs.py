@@ -603,8 +603,8 @@ def _issue30_sweep() -> list[Case]:
                               check=_delta_alg_is(ref, 1e-6)))
     for key in ("eta", "lam", "q0", "steps", "m", "k"):
         for kind, value in _NOT_NUMBERS:
-            if key == "k" and value is None:
-                continue  # k=None is the default (the largest index used)
+            if key in ("k", "eta") and value is None:
+                continue  # None is the default (k: the largest index used; eta: by activation)
             c.append(_api(kind, f"Problem.build({key}={value!r:.20})", "input",
                           lambda key=key, value=value: ds.Problem.build(**{key: value})))
     for const in _NON_REAL:
@@ -768,7 +768,7 @@ def _api_cases() -> list[Case]:
         ({"eta": -1}, "negative"),
         ({"eta": float("nan")}, "nan/inf"),
         ({"eta": "abc"}, "wrong type"),
-        ({"eta": None}, "wrong type"),
+        ({"eta": [0.5]}, "wrong type"),
         ({"m": 0}, "zero"),
         ({"m": 1.5}, "wrong type"),
         ({"m": "2"}, "wrong type"),

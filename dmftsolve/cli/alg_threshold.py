@@ -8,7 +8,6 @@ import sys
 from typing import Any
 
 from dmftsolve.cli._common import (
-    PROBLEM_DEFAULTS,
     add_output_arguments,
     add_progress_argument,
     add_seed_argument,
@@ -18,6 +17,7 @@ from dmftsolve.cli._common import (
     format_table,
     want_progress,
 )
+from dmftsolve.defaults import PROBLEM_DEFAULTS
 
 _DESCRIPTION = """\
 Compute delta_alg, the weak-recovery threshold of optimal first-order

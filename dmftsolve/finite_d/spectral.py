@@ -97,8 +97,8 @@ def optimal_preprocessing(problem: Problem) -> Callable[[np.ndarray], np.ndarray
     --------
     >>> from dmftsolve import Problem
     >>> T = optimal_preprocessing(Problem.build(target="z**2"))
-    >>> [round(float(v), 2) for v in T(np.array([0.5, 1.0, 4.0]))]  # closed form 1 − 1/y
-    [-1.0, 0.0, 0.75]
+    >>> [round(float(v), 2) for v in T(np.array([0.5, 2.0, 4.0]))]  # closed form 1 − 1/y
+    [-1.0, 0.5, 0.75]
     """
     check_spectral_problem(problem)
     keys, ez2, discrete = _conditional_z2(problem.target)
