@@ -56,6 +56,9 @@ def transition_directions(problem: Problem) -> tuple[int, ...]:
     y, yr = (np.asarray(problem.labels(a, eps), dtype=float) for a in (z, zr))
     if not np.allclose(y, yr, rtol=1e-10, atol=1e-10 * max(1.0, float(np.abs(y).max()))):
         names = ", ".join(f"z{j + 1}" if problem.k > 1 else "z" for j in hard)
-        raise ValueError(f"the label must be invariant under reflecting its hard direction(s) "
-                         f"({names}) jointly, got target {problem.target.expr!r}")
+        raise ValueError(f"the label must be invariant under reflecting its hard direction(s) ({names}) "
+                         f"jointly, got target {problem.target.expr!r}: the draws pair each path with its "
+                         "reflection and take GD's finite-n force on a hard direction at zero overlap to "
+                         "be a sum of independent signs, which holds only for such a label; without the "
+                         "symmetry the force has a mean the draws do not model")
     return tuple(int(j) for j in hard)
