@@ -1,8 +1,8 @@
 """The library version: the single source (``pyproject.toml`` reads it, and so does ``results``).
 
 Kept apart so that :mod:`dmftsolve.results` can read it without importing the
-package. Bump it whenever a default or a result changes, and say so in
-``CHANGELOG.md``.
+package. It is bumped once per release (not per commit), and ``CHANGELOG.md`` says
+what the release changed.
 """
 
-__version__ = "0.10.0"
+__version__ = "0.11.0"

@@ -395,8 +395,8 @@ def test_label_mean_warning_fires_on_uncentred_labels_at_the_default_paths() -> 
     """``label_mean_warning``: the label's mean against ``LABEL_MEAN_WARN`` times its standard
     deviation. References (closed forms): ``E[z²] = 1``, sd √2; ``E|z| = √(2/π) ≈ 0.80``, sd
     ``√(1 − 2/π) ≈ 0.60``; ``z² − 1``, ``z1*z2`` and ``z1 + z2² − 1`` have mean 0, and so has
-    ``z² − 1 + 0.5 ε``. It names the paths and asks for 8e4 at width 1 (the default there since
-    0.10.0, so it is silent at the default) and 1.6e5 at width 2, and is silent with that many,
+    ``z² − 1 + 0.5 ε``. It names the paths and asks for 8e4 at width 1 (the default there, so it
+    is silent at the default) and 1.6e5 at width 2, and is silent with that many,
     with ``paths_per_sample``, and for the other constructions."""
     from dmftsolve.finite_d import label_mean_warning
 
