@@ -204,26 +204,22 @@ def _pole_candidates(expr: sp.Expr, power: float = 1.0) -> list[tuple[sp.Expr, f
     return out
 
 
-def _pole_problem(target: Target) -> str | None:
-    """Why ``y`` has no finite variance because of a pole, or None (one line).
-
-    For each candidate ``base**(-p)`` with ``p >= 1/2`` (see
-    :func:`_pole_candidates`) the base is evaluated at fixed Gaussian points;
-    where it changes sign between two points its zero on the segment is found
-    by bisection, and the label evaluated next to it: ``|y| > 1e6 (1 + median |y|)``
-    confirms the pole (a removable one, as in ``(z**2 - 1)/(z - 1)``, stays
-    finite). A pole of order ``p >= 1/2`` on a set of positive density makes
-    ``E[y²] = ∞`` (``∫ |u|^(-2p) du`` diverges at 0).
-    """
-    candidates = [(b, p) for b, p in _pole_candidates(target.sympy_expr) if p >= 0.5]
+def _find_pole(expr: sp.Expr, symbols: list[sp.Symbol], evaluate: Callable[[np.ndarray], np.ndarray],
+               scale: float) -> tuple[str, float] | None:
+    """``(base, order)`` of a pole of ``expr`` of order ``>= 1/2`` on the real points it is evaluated
+    at, or None: for each candidate ``base**(-p)`` (:func:`_pole_candidates`) the base is evaluated at
+    fixed Gaussian points (``scale`` times standard normals, one column per symbol); where it changes
+    sign between two points its zero on the segment is found by bisection, and ``evaluate`` (the
+    expression on an ``(n, len(symbols))`` array) is taken next to it: a non-finite value or
+    ``|value| > 1e6 (1 + median |value|)`` confirms the pole (a removable one, as in
+    ``(z**2 - 1)/(z - 1)``, stays finite)."""
+    candidates = [(b, p) for b, p in _pole_candidates(expr) if p >= 0.5]
     if not candidates:
         return None
-    symbols = list(target.symbols)
     rng = np.random.default_rng(30)
-    pts = rng.standard_normal((4096, len(symbols))) * 1.5
+    pts = rng.standard_normal((4096, len(symbols))) * scale
     with np.errstate(all="ignore"):
-        y = target(pts[:, :-1], pts[:, -1])
-        typical = 1.0 + float(np.nanmedian(np.abs(y)))
+        typical = 1.0 + float(np.nanmedian(np.abs(evaluate(pts))))
         for base, order in candidates:
             f = compile_expression(base, symbols)
             b = f(*pts.T)
@@ -242,15 +238,46 @@ def _pole_problem(target: Target) -> str | None:
                 roots.append(lo)
             for r in roots:
                 near = r + 1e-13 * (1 + np.abs(r))
-                yr = target(near[None, :-1], near[None, -1])
-                if not np.all(np.isfinite(yr)) or float(np.abs(yr).max()) > 1e6 * typical:
-                    return (f"target={short_repr(target.expr)} has no finite variance: it has a pole "
-                            f"where {short_repr(str(base), 40)} = 0, of order {order:g} >= 1/2, so "
-                            "E[y²] is infinite; the theory and the simulator need labels with a "
-                            "finite variance")
+                v = evaluate(near[None, :])
+                if not np.all(np.isfinite(v)) or float(np.abs(v).max()) > 1e6 * typical:
+                    return str(base), order
     return None
 
 
+def _pole_problem(target: Target) -> str | None:
+    """Why ``y`` has no finite variance because of a pole, or None (one line): a pole of order
+    ``p >= 1/2`` (:func:`_find_pole`) on a set of positive density makes ``E[y²] = ∞``
+    (``∫ |u|^(-2p) du`` diverges at 0)."""
+    found = _find_pole(target.sympy_expr, list(target.symbols),
+                       lambda pts: target(pts[:, :-1], pts[:, -1]), 1.5)
+    if found is None:
+        return None
+    base, order = found
+    return (f"target={short_repr(target.expr)} has no finite variance: it has a pole "
+            f"where {short_repr(base, 40)} = 0, of order {order:g} >= 1/2, so "
+            "E[y²] is infinite; the theory and the simulator need labels with a "
+            "finite variance")
+
+
+def _activation_pole_problem(network: Network) -> str | None:
+    """Why σ or σ' has no finite variance under Gaussian pre-activations because of a pole, or None:
+    the rule of :func:`_pole_problem` (the same for a label), on ``r``. GD's gradient carries
+    ``σ'(V)`` and its output ``σ(V)``, with ``V`` Gaussian at a random start."""
+    from dmftsolve.activations import R
+
+    sym = [sp.Symbol(R.name, real=True)]
+    for order, expr in enumerate((network.sympy_expr, sp.diff(network.sympy_expr, R))):
+        expr = expr.subs(R, sym[0])
+        found = _find_pole(expr, sym, lambda pts, o=order: network.sigma(pts[:, 0], o), 3.0)
+        if found is not None:
+            base, p = found
+            what = ("it", "its derivative")[order]
+            return (f"activation={short_repr(network.activation)} has no finite variance under Gaussian "
+                    f"pre-activations: {what} has a pole where {short_repr(base, 40)} = 0, of order "
+                    f"{p:g} >= 1/2, so E[σ{chr(39) * order}(V)²] is infinite; the theory and the simulator "
+                    "need activations that are square-integrable, with their derivative, under a "
+                    "Gaussian")
+    return None
 
 
 def _activation_domain_problem(network: Network) -> str | None:
@@ -265,6 +292,24 @@ def _activation_domain_problem(network: Network) -> str | None:
             return (f"activation={short_repr(network.activation)} is not finite on the real line: at "
                     f"r = {r[bad[0]]:.3g} {what} {v[bad[0]]} ({bad.size} of 256 test points; a "
                     "square root, logarithm or fractional power of a negative number, or a pole?)")
+    return None
+
+
+def _loss_pole_problem(loss: Loss) -> str | None:
+    """Why the loss or its derivative in ``f`` has no finite mean square over Gaussian ``(y, f)``
+    because of a pole, or None: the rule of :func:`_pole_problem`, on ``(y, f)``."""
+    from dmftsolve.losses import F, Y
+
+    sym = [sp.Symbol(Y.name, real=True), sp.Symbol(F.name, real=True)]
+    for order, expr in enumerate((loss.sympy_expr, sp.diff(loss.sympy_expr, F))):
+        expr = expr.subs({Y: sym[0], F: sym[1]})
+        found = _find_pole(expr, sym, lambda pts, o=order: loss(pts[:, 0], pts[:, 1], o), 2.0)
+        if found is not None:
+            base, p = found
+            what = ("it", "its derivative in f")[order]
+            return (f"loss={short_repr(loss.name)} has no finite mean square: {what} has a pole where "
+                    f"{short_repr(base, 40)} = 0, of order {p:g} >= 1/2; the theory and the simulator "
+                    "need a loss that is square-integrable, with its derivative, near every (y, f)")
     return None
 
 
@@ -333,7 +378,8 @@ def activation_problem(network: Network) -> str | None:
     str or None
         The reason, naming the activation, or None if it is admissible.
     """
-    return _cached(("activation", network.activation), lambda: _activation_domain_problem(network))
+    return _cached(("activation", network.activation),
+                   lambda: _activation_domain_problem(network) or _activation_pole_problem(network))
 
 
 def loss_problem(loss: Loss) -> str | None:
@@ -352,7 +398,7 @@ def loss_problem(loss: Loss) -> str | None:
     str or None
         The reason (one line, naming the loss), or None if it is admissible.
     """
-    return _cached(("loss", loss.name), lambda: _loss_domain_problem(loss))
+    return _cached(("loss", loss.name), lambda: _loss_domain_problem(loss) or _loss_pole_problem(loss))
 
 
 def resolution_problem(target: Target, max_ratio: float = 0.1) -> str | None:

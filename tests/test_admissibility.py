@@ -7,12 +7,13 @@ called directly, including on stand-ins that bypass parsing.
 
 from __future__ import annotations
 
+import re
 import types
 
 import numpy as np
 import pytest
 
-from dmftsolve import Loss, Network, Target
+from dmftsolve import Loss, Network, Problem, Target
 from dmftsolve.admissibility import (
     activation_problem,
     label_resolution,
@@ -84,3 +85,25 @@ def test_resolution_problem_threshold() -> None:
     assert 0.1 < label_resolution(target)[3] < 10
     assert resolution_problem(target, max_ratio=10) is None
     assert resolution_problem(Target("z**2 + 1e15")) is None
+
+
+@pytest.mark.parametrize("activation, what", [("1/r", "it has a pole where 'r' = 0, of order 1"),
+                                              ("1/(r - 1)", "it has a pole where 'r - 1' = 0"),
+                                              ("sqrt(Abs(r))", "its derivative has a pole")])
+def test_an_activation_with_a_pole_is_refused_as_a_target_is(activation: str, what: str) -> None:
+    """The pole rule of targets, on the activation and its derivative: ``∫ |r|^(-2p) dr`` diverges at 0
+    for ``p >= 1/2``, so ``E[σ(V)²]`` (or ``E[σ'(V)²]``) is infinite for Gaussian ``V``."""
+    with pytest.raises(ValueError, match="no finite variance under Gaussian pre-activations"):
+        Problem.build(activation=activation)
+    with pytest.raises(ValueError, match=re.escape(what)):
+        Problem.build(activation=activation)
+    with pytest.raises(ValueError, match="has a pole where 'z' = 0, of order 1 >= 1/2"):
+        Problem.build(target="1/z")
+    for fine in ("r/(1 + r**2)", "gelu", "relu", "Abs(r)**0.6"):  # bounded, or a pole of order < 1/2
+        Problem.build(activation=fine)
+
+
+def test_a_loss_with_a_pole_is_refused() -> None:
+    with pytest.raises(ValueError, match="loss='1/\\(y-f\\)\\*\\*2' has no finite mean square"):
+        Problem.build(loss="1/(y-f)**2")
+    Problem.build(loss="log(cosh(y - f))")
