@@ -456,3 +456,22 @@ def test_standardize_and_embed_reduce_and_restore_the_latents():
     assert diagnostics["latents_used"] == [1]
     same, used, notes = standardize(Target("z1*z2"), reduce=True)
     assert same.expr == "z1*z2" and used == [0, 1] and notes == []
+
+
+@pytest.mark.parametrize("level", [1e-9, 1e-12])
+def test_a_kink_finer_than_the_scanning_grid_is_resolved(level: float) -> None:
+    """``Min(z**2, c)`` switches at ``±√c``, far inside one step (1e-3) of the scanning grid for small
+    ``c``. Reference (closed form, mpmath): ``E[G²] = ∫_{|z|<a} (z² − 1)² φ + A²/(1 − P)`` with
+    ``a = √c``, ``P = P(|z| < a)`` and ``A = −∫_{|z|<a} (z² − 1) φ`` (the atom at ``y = c``); the
+    same label through ``Heaviside`` (a two-valued label, which drops the information in ``z²``
+    below ``c``, of relative order ``c``) agrees too."""
+    mp.mp.dps = 30
+    a = mp.sqrt(mp.mpf(level))
+    inner = mp.quad(lambda z: (z**2 - 1) ** 2 * mp.npdf(z), [-a, a])
+    P = mp.ncdf(a) - mp.ncdf(-a)
+    A = -mp.quad(lambda z: (z**2 - 1) * mp.npdf(z), [-a, a])
+    ref = float(1 / (inner + A**2 / (1 - P)))
+    r = alg_threshold(f"Min(z**2, {level!r})")
+    assert abs(r.delta_alg - ref) <= r.error + 1e-9 * ref  # within its reported error
+    assert r.error <= 1e-6 * ref  # and that error is small (the kink was missed by a factor √2)
+    assert alg_threshold(f"Heaviside(z**2 - {level!r})").delta_alg == pytest.approx(ref, rel=1e-6)

@@ -99,6 +99,45 @@ def gram_top(Tm: np.ndarray) -> float:
 
 
 # --------------------------------------------------------------------------- monotone pieces
+def switch_points(expr: sp.Expr, z: sp.Symbol) -> np.ndarray:
+    """The real points of ``[-Z_RANGE, Z_RANGE]`` where a ``Min``/``Max`` of ``expr`` switches branch or
+    an ``Abs``/``Heaviside``/``sign`` argument changes sign, for the arguments that are polynomials in
+    ``z`` (their real roots, by :func:`numpy.roots`); others give none. Such kinks can sit closer
+    together than any scanning grid (``Min(z**2, 1e-9)`` at ``±3.2e-5``)."""
+    out: list[float] = []
+    for node in sp.preorder_traversal(expr):
+        if isinstance(node, (sp.Min, sp.Max)):
+            diffs = [a - b for i, a in enumerate(node.args) for b in node.args[i + 1:]]
+        elif isinstance(node, (sp.Abs, sp.Heaviside, sp.sign)):
+            diffs = [node.args[0]]
+        else:
+            continue
+        for u in diffs:
+            try:
+                poly = sp.Poly(u, z)
+            except (sp.PolynomialError, sp.GeneratorsNeeded):
+                continue
+            if poly.degree() < 1 or poly.degree() > 16 or not all(c.is_number for c in poly.all_coeffs()):
+                continue
+            roots = np.roots([float(c) for c in poly.all_coeffs()])
+            real = roots[np.abs(roots.imag) <= 1e-9 * np.maximum(1.0, np.abs(roots.real))].real
+            out.extend(float(r) for r in real if abs(r) < Z_RANGE)
+    return np.unique(np.array(out, dtype=float))
+
+
+def switch_nodes(expr: sp.Expr, z: sp.Symbol) -> np.ndarray:
+    """Scanning nodes that resolve the :func:`switch_points` of ``expr``: each point, a node on either
+    side of it at a thousandth of the distance to its nearest neighbour (among the points and the
+    scanning grid's step), and the midpoints between neighbouring points."""
+    pts = switch_points(expr, z)
+    if pts.size == 0:
+        return pts
+    step = 2 * Z_RANGE / (GRID_POINTS - 1)
+    gaps = np.diff(pts)
+    near = np.minimum(np.r_[step, gaps], np.r_[gaps, step])
+    return np.r_[pts, pts - 1e-3 * near, pts + 1e-3 * near, pts[:-1] + gaps / 2]
+
+
 class Pieces:
     """Monotone and flat pieces of a scalar link ``h`` on the real line.
 
@@ -109,12 +148,18 @@ class Pieces:
 
     def __init__(self, expr: sp.Expr | None, z: sp.Symbol | None, *, h: Any = None, dh: Any = None,
                  grid: int = GRID_POINTS, max_pieces: int | None = None):
+        extra = np.zeros(0)
         if expr is not None:
             self.h = compile_expression(expr, [z])
             self.dh = compile_expression(derivatives(expr, z, 1, parameter="target")[1], [z])
+            extra = switch_nodes(expr, z)
         else:
             self.h, self.dh = h, dh
-        grid = np.linspace(-Z_RANGE, Z_RANGE, grid)
+        base = np.linspace(-Z_RANGE, Z_RANGE, grid)
+        if extra.size:  # an extra node within rounding of a grid node would make a sliver piece
+            nearest = np.abs(extra[:, None] - base[None, :]).min(axis=1)
+            extra = extra[nearest > 1e-9 * (base[1] - base[0])]
+        grid = np.unique(np.r_[base, extra])
         d = self.dh(grid)
         if not np.all(np.isfinite(d)) or not np.all(np.isfinite(self.h(grid))):
             raise NotFinite("target: h or h' is not finite everywhere on [-12, 12] (a pole, a log "
@@ -127,7 +172,7 @@ class Pieces:
         cls[iso] = np.r_[cls[1:], cls[-2]][iso]
         # jumps of h: a change of h between nodes far larger than h' allows
         hv = self.h(grid)
-        step = grid[1] - grid[0]
+        step = np.diff(grid)
         dmax = np.maximum(np.abs(d[1:]), np.abs(d[:-1]))
         jump = np.abs(np.diff(hv)) > 10 * dmax * step + 1e-12 * (1 + np.abs(hv[1:]))
         change = np.nonzero((cls[1:] != cls[:-1]) | jump)[0]
