@@ -1,8 +1,9 @@
 """dmftsolve: DMFT, Hessian spectra and feature-learning thresholds for GD on two-layer networks.
 
-The problem object is imported eagerly. The solvers live in five sub-packages
-along the flow of data, and their public names are re-exported here lazily,
-so ``import dmftsolve`` stays fast:
+The problem object (:mod:`dmftsolve.problem`) and the solvers, in five sub-packages
+along the flow of data, have their public names re-exported here lazily, so
+``import dmftsolve`` stays fast (and the command line sets its signal handlers
+before anything heavy is imported):
 
 * :mod:`dmftsolve.dynamics` — the DMFT of GD and its fixed point;
 * :mod:`dmftsolve.hessian` — bulk spectrum and outliers of the Hessian;
@@ -15,11 +16,17 @@ from __future__ import annotations
 
 from dmftsolve._lazy import lazy_getattr
 from dmftsolve._version import __version__ as __version__
-from dmftsolve.checks import check_delta
-from dmftsolve.problem import Init, Loss, Network, Problem, Target, Training
-from dmftsolve.results import SolverError, Status
 
 _LAZY = {
+    "Init": "dmftsolve.problem",
+    "Loss": "dmftsolve.problem",
+    "Network": "dmftsolve.problem",
+    "Problem": "dmftsolve.problem",
+    "Target": "dmftsolve.problem",
+    "Training": "dmftsolve.problem",
+    "check_delta": "dmftsolve.checks",
+    "SolverError": "dmftsolve.results",
+    "Status": "dmftsolve.results",
     "solve_dmft": "dmftsolve.dynamics.dmft",
     "DMFTSettings": "dmftsolve.dynamics.dmft",
     "simulate": "dmftsolve.simulation.simulator",
@@ -42,8 +49,5 @@ _LAZY = {
     "expect": "dmftsolve.gaussian",
 }
 
-__all__ = [
-    "Init", "Loss", "Network", "Problem", "Target", "Training", "check_delta",
-    "SolverError", "Status", *_LAZY,
-]
+__all__ = list(_LAZY)
 __getattr__ = lazy_getattr(__name__, _LAZY)
