@@ -95,6 +95,12 @@ def theory_search(case: str, d: int, init: str, *, tol: float, seed: int, worker
                          "commit": git_commit(), "cpu": cpu_model()}}
 
 
+def _bracketed(counts: dict[str, list[float]]) -> bool:
+    """Whether GD's grid has a δ where at most half and one where at least half the trials learn."""
+    frac = np.asarray(counts["successes"], float) / np.asarray(counts["trials"], float)
+    return bool(frac.min() <= 0.5 <= frac.max())
+
+
 def report(data: dict[str, Any], cache: Path = CACHE) -> str:
     lines = ["# Figure 1, predicted: GD from the spectral and the random start",
              "",
@@ -121,6 +127,8 @@ def report(data: dict[str, Any], cache: Path = CACHE) -> str:
                 gap = mu_t - mu_g
                 within = abs(gap) <= max(0.3, 0.05 * mu_g)
                 ok = "" if not np.isfinite(gap) else ("yes" if within else "**no**")
+                if np.isfinite(mu_g) and not _bracketed(gd):
+                    ok = f"GD not bracketed (its grid ends at δ = {max(gd['deltas']):g})"
                 gd_text = f"{mu_g:.2f} ± {se_g:.2f}" if np.isfinite(mu_g) else "–"
                 th_text = f"{mu_t:.2f} ± {se_t:.2f} ({draws})" if th else "not run"
                 gap_text = f"{gap:+.2f}" if np.isfinite(gap) else "–"
