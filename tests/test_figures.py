@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -179,12 +180,17 @@ def test_results_table_quick(tmp_path: Path) -> None:
     for k in ("nn_early", "nn_long", "d50"):
         q = first[k]
         assert (q["value"] is not None and math.isfinite(q["value"])) or q["why"], (k, q)
-    # a row that cannot have δ_NN or δ_50 says why, in the JSON and on the page
+    # every row with a hard direction has a δ_50 search, one without is refused by the library
+    assert rows[2]["d50"]["status"] != "refused" and rows[2]["d50"]["total_draws"] >= 8
     assert rows[1]["alg"]["value"] == 0.0
     assert "hard direction" in rows[1]["nn_early"]["why"]
-    assert rows[1]["d50"]["status"] == "n/a" and rows[2]["d50"]["status"] == "n/a"
-    assert "| 2 | `z1 + z1*z2` |" in md and "no hard direction" in md
+    assert rows[1]["d50"]["status"] == "refused" and "no hard direction" in rows[1]["d50"]["why"]
+    assert "| 2 | `z1 + z1*z2` |" in md and "undefined: no hard direction (refused" in md
+    assert "theory not run" not in md
     assert "dmftsolve threshold --target 'z**2 - 1'" in md
+    # the exact command of each δ_50 cell: the quick settings are passed as options
+    assert ("`dmftsolve transition --target 'abs(z)' --activation quad --m 2 --eta 0.05 --steps 10 "
+            "--d 40 --seed 1 --start 6 --paths 400 --draws 4 --max-draws 24 --tol 2`") in md
     run(script, "--quick", "--out", str(tmp_path), "--replot")
     again = json.loads((tmp_path / "results_table.json").read_text())
     assert again["diagnostics"]["computed"] == 0 and again["rows"] == rows
@@ -200,7 +206,7 @@ def test_results_table_quick(tmp_path: Path) -> None:
 def test_results_table_gd_checks(tmp_path: Path) -> None:
     """A ``dmftsolve simulate --json`` output named ``gd_check_*.json`` becomes a row of the GD
     spot-check section: its counts, a probit δ_50 (at the centre of symmetric counts),
-    theory − GD against the matching row, and the command that reproduces it; a run at another
+    theory − GD against the matching row's δ_50 cell, and the command that reproduces it; a run at another
     d is flagged as not the row's set-up (no difference shown)."""
     settings = {"d": 1000, "deltas": [4.0, 6.0, 8.0], "trials": 10, "success_threshold": 0.5,
                 "root_seed": {"entropy": 3, "spawn_key": []}, "simulate": {"dtype": "float32"},
@@ -217,64 +223,109 @@ def test_results_table_gd_checks(tmp_path: Path) -> None:
     cells = [c.strip() for c in a.split("|")[1:-1]]
     assert cells[1] == "0/10 at 4, 5/10 at 6, 10/10 at 8"
     # counts symmetric about δ = 6 (0, 5, 10 of 10): the probit MLE puts δ_50 at 6 exactly
-    assert cells[2].startswith("6.0 ± ") and cells[3] == "7.0 ± 0.5" and cells[4] == "+1.00"
-    assert "--delta 4,6,8 --trials 10" in cells[5] and "--seed 3" in cells[5]
-    assert "not the row's set-up" in b and b.split("|")[5].strip() == "—"
+    assert cells[2].startswith("6.0 ± ") and cells[3] == "+1.00"
+    assert "--delta 4,6,8 --trials 10" in cells[4] and "--seed 3" in cells[4]
+    assert "not the row's set-up" in b and b.split("|")[4].strip() == "—"
     assert rt.gd_checks(rows, rt.FULL, results=tmp_path / "none") == []
 
 
 def test_results_table_d50_cell_from_gd(tmp_path: Path) -> None:
-    """A width-2 row without a theory search shows GD's δ_50 from a spot check at its own set-up; a row
-    with a theory value keeps it, and a check at another d does not fill the cell."""
+    """A row's GD δ_50 comes from a spot check at its own set-up (d, η, T) and is shown beside
+    the theory's; a check at another d is not used; a spot check without a 50 % point gives a
+    bound and no start for the search."""
     settings = {"d": 1000, "deltas": [4.0, 6.0, 8.0], "trials": 10, "success_threshold": 0.5,
                 "root_seed": {"entropy": 3, "spawn_key": []}, "simulate": {"dtype": "float32"},
                 "problem": {"target": "z**2 - 1", "activation": "gelu", "m": 2, "eta": 0.5,
                             "steps": 400}}
     (tmp_path / "gd_check_m2.json").write_text(json.dumps(
         {"summary": {"settings": settings, "success_rate": [0.0, 0.5, 1.0]}}))
-    na = {"value": None, "status": "n/a"}
-    rows = [{"target": "z**2 - 1", "activation": "gelu", "m": 1, "eta": 0.5,
-             "d50": {"value": 7.0, "error": 0.5, "status": "success"}},
-            {"target": "z**2 - 1", "activation": "gelu", "m": 2, "eta": 0.5, "d50": na}]
-    (check,) = rt.load_gd_checks(rows, rt.FULL, results=tmp_path)
-    assert check["row"] == 2 and check["same"]
-    # counts symmetric about δ = 6: the probit MLE is 6 exactly
-    assert rt.d50_cell(na, check).startswith("GD: 6.0 ± ") and "theory not run" in rt.d50_cell(na, check)
-    assert rt.d50_cell(na, None) == "theory not run"
-    assert rt.d50_cell(rows[0]["d50"], check) == "7.0 ± 0.5"
-    # where the width searches ran, both sides' δ_50 fill the cell instead
-    search = {"theory": {"delta_50": 3.524, "err": 0.056}, "gd": {"delta_50": 3.354, "err": 0.096}}
-    assert rt.d50_cell(na, check, search) == "3.52 ± 0.06 (GD: 3.35 ± 0.10; search)"
-    # the reproducing command names the width (it was missing before 2026-12-02: m = 1 ran instead)
-    assert "--activation gelu --m 2 --eta 0.5" in rt.simulate_command(settings)
-    assert "--m" not in rt.simulate_command({**settings, "problem": {**settings["problem"], "m": 1}})
-    # no trial succeeded anywhere: the probit has no 50 % point; the cell gives the bound
-    none = {**check, "counts": [(0, 10, 4.0), (0, 10, 6.0), (0, 10, 8.0)], "d50": float("nan")}
-    assert rt.d50_cell(na, none) == ("GD: > 8 (no GD trial succeeded at any δ of the grid) "
-                                     "(theory not run)")
+    rows = [{"target": "z**2 - 1", "activation": "gelu", "m": 1, "eta": 0.5},
+            {"target": "z**2 - 1", "activation": "gelu", "m": 2, "eta": 0.5}]
+    found = rt.gd_sources(rows, rt.FULL, results=tmp_path)
+    spot = [g for g in found[2] if g["source"] == "spot check"]
+    assert len(spot) == 1 and not spot[0]["first_passage"] and spot[0]["trials"] == 30
+    # counts symmetric about δ = 6: the probit MLE is 6 exactly, and the search starts there
+    assert spot[0]["text"].startswith("6.0 ± ") and rt.d50_start(spot[0]) == 6.0
+    theory = {"value": 6.4, "error": 0.14, "status": "success", "why": ""}
+    assert rt.d50_cell(theory, spot[0]) == f"6.40 ± 0.14 (GD: {spot[0]['text']}, spot check)"
+    assert rt.d50_cell(theory, None) == "6.40 ± 0.14"
+    assert 1 not in found or all(g["source"] != "spot check" for g in found[1])
+    # the counts of gd_transition_counts at the row's set-up (d = 1000, T = 400; not d = 500)
+    summary = {"gelu_z2m1|1000": {"rows": [{"trials": 40}] * 6, "delta_50": 6.892, "delta_50_err": 0.0715},
+               "gelu_z2m1|500": {"rows": [{"trials": 40}] * 7, "delta_50": 6.27, "delta_50_err": 0.09}}
+    (tmp_path / "gd_transition_counts.json").write_text(json.dumps({"summary": summary}))
+    counts = [g for g in rt.gd_sources(rows, rt.FULL, results=tmp_path)[1] if g["source"] == "counts"]
+    assert len(counts) == 1 and counts[0]["trials"] == 240 and counts[0]["text"] == "6.89 ± 0.07"
+    assert counts[0]["what"] == "`python -m validation.gd_transition_counts --cases 1`"
+    (tmp_path / "gd_transition_counts.json").unlink()
+    # no trial succeeded anywhere: a bound, no 50 % point, the search starts at the default
+    (tmp_path / "gd_check_m2.json").write_text(json.dumps(
+        {"summary": {"settings": settings, "success_rate": [0.0, 0.0, 0.0]}}))
+    (none,) = [g for g in rt.gd_sources(rows, rt.FULL, results=tmp_path)[2] if g["source"] == "spot check"]
+    assert none["value"] is None and none["text"] == "> 8 (no GD trial succeeded at any δ of the grid)"
+    assert rt.d50_start(none) == rt.D50_START
     settings["d"] = 500
     (tmp_path / "gd_check_m2.json").write_text(json.dumps(
         {"summary": {"settings": settings, "success_rate": [0.0, 0.5, 1.0]}}))
-    (check,) = rt.load_gd_checks(rows, rt.FULL, results=tmp_path)
-    assert not check["same"]
+    assert all(g["source"] != "spot check" for g in rt.gd_sources(rows, rt.FULL, results=tmp_path).get(2, []))
+    # the reproducing command names the width (it was missing before 2026-12-02: m = 1 ran instead)
+    assert "--activation gelu --m 2 --eta 0.5" in rt.simulate_command(settings)
+    assert "--m" not in rt.simulate_command({**settings, "problem": {**settings["problem"], "m": 1}})
 
 
-def test_results_table_merge_d50() -> None:
-    """A δ_50 row at the end of its grid is refitted to the counts of the grid and its extension:
-    symmetric counts about δ = 10 give δ_50 = 10; no escape anywhere says '> last δ'; a failed
-    extension keeps the grid's cell."""
-    base = {"value": 12.9, "error": 3.5, "status": "success", "why": "",
-            "p": [0.0, 0.0, 0.5], "deltas": [2.0, 6.0, 10.0], "elapsed": 1.0}
-    assert rt.needs_extension(base) and not rt.needs_extension({**base, "p": [0.0, 0.5, 0.75]})
-    ext = {"p": [1.0, 1.0], "deltas": [14.0, 18.0], "elapsed": 2.0, "status": "success"}
-    merged = rt.merge_d50(base, ext, draws=8)
-    assert merged["deltas"] == [2.0, 6.0, 10.0, 14.0, 18.0] and merged["elapsed"] == 3.0
-    assert merged["value"] == pytest.approx(10.0, abs=0.05) and merged["error"] > 0
-    assert rt.fmt(merged).endswith("(grid extended to 18)")
-    none = rt.merge_d50({**base, "p": [0.0, 0.0, 0.0]}, {**ext, "p": [0.0, 0.0]}, draws=8)
-    assert none["value"] is None and rt.fmt(none) == "> 18 (no draw escaped at any δ of the grid)"
-    failed = rt.merge_d50(base, {"value": None, "status": "error", "why": "boom"}, draws=8)
-    assert failed["value"] == 12.9 and failed["extension_failed"] == "boom"
+def test_results_table_best_gd_and_start() -> None:
+    """GD's δ_50 shown beside a row: a first passage (the theory's criterion) before a final
+    cosine, then the most trials; the search starts at it rounded to 0.1."""
+    spot = {"source": "spot check", "first_passage": False, "trials": 500, "value": 6.0}
+    search = {"source": "search", "first_passage": True, "trials": 120, "value": 3.354}
+    counts = {"source": "counts", "first_passage": True, "trials": 720, "value": 10.8249}
+    assert rt.best_gd([spot, search]) is search and rt.best_gd([search, counts, spot]) is counts
+    assert rt.best_gd([]) is None and rt.best_gd(None) is None
+    assert rt.d50_start(search) == 3.4 and rt.d50_start(counts) == 10.8 and rt.d50_start(None) == 6.0
+
+
+def test_results_table_d50_cells_say_why() -> None:
+    """A δ_50 cell: value ± error; the status and reason when the search stopped before its
+    tolerance; a bound when no draw passed up to the search's largest δ; 'undefined' when the
+    library refuses a label without a hard direction (its message in the JSON)."""
+    assert rt.fmt_d50({"value": 7.123, "error": 0.146, "status": "success", "why": ""}) == "7.12 ± 0.15"
+    stopped = rt.fmt_d50({"value": 12.3, "error": 0.4, "status": "not_converged",
+                          "why": "max trials (600) spent before the error reached tol: delta_50 "
+                                 "error 0.4 > tol 0.15"})
+    assert stopped.startswith("12.3 ± 0.4 (not_converged: max trials (600) spent")
+    edge = {"value": None, "error": None, "status": "no_root",
+            "why": "success rate is 0 or 1 at every δ: no success by step T up to delta = 200"}
+    assert rt.fmt_d50(edge) == "> 200 (no_root: no draw passed by step T at any δ up to 200)"
+    refused = {"value": None, "status": "refused",
+               "why": "target 'z1 + z1*z2' has no hard direction (every direction is learned in O(1) steps)"}
+    assert rt.fmt_d50(refused).startswith("undefined: no hard direction")
+    other = rt.fmt_d50({"value": None, "status": "refused", "why": "lam must be below 1/eta = 2"})
+    assert other == "refused: lam must be below 1/eta = 2"
+    failed = rt.fmt_d50({"value": None, "status": "failed", "why": "2 of 5 points had failed draws"})
+    assert failed == "— (failed: 2 of 5 points had failed draws)"
+    assert rt.fmt_d50(None) == "not run yet"
+
+
+def test_results_table_d50_command_is_the_cached_call() -> None:
+    """The command printed for a δ_50 cell parses (with the command's own parser) to the problem
+    and the TransitionSettings fields of the cell's cache key, whose kernel paths are the
+    library's default for the width and label."""
+    from dmftsolve.cli import build_parser
+    from dmftsolve.cli._common import problem_from_args
+    from dmftsolve.finite_d import default_kernel_paths, label_is_uncentred
+
+    for cfg in (rt.FULL, rt.QUICK):
+        for target, act, m, start in (("z**2 + 0.5*eps", "quad", 2, 4.4), ("z1*z2", "tanh", 1, 6.0)):
+            cmd = rt.transition_command(target, act, m, cfg, start)
+            args = build_parser().parse_args(shlex.split(cmd)[1:])
+            p = rt.row_problem(target, act, m, cfg["transition_steps"])
+            assert problem_from_args(args).to_dict() == p.to_dict()
+            key = rt.d50_key(target, act, m, cfg, start)["transition"]
+            assert args.d == cfg["d"] and (args.seed, args.start) == (key["seed"], key["start"]) == (1, start)
+            assert (args.draws, args.tol, args.max_draws) == (key["draws"], key["tol"], key["max_draws"])
+            paths = default_kernel_paths(m, label_is_uncentred(p)) if args.paths is None else args.paths
+            assert key["n_paths"] == paths and key["steps"] == cfg["transition_steps"]
+            assert key["stein_regression"] and key["history"] == "compact" and key["give_up_factor"]
 
 
 def test_results_table_same_cells() -> None:
@@ -300,12 +351,6 @@ def test_results_table_not_converged_cell() -> None:
     # a cut message names no T: the cell shows the T the rule ran at (the quick table's 10)
     cut_quick = rt.fmt({"value": None, "status": "not_converged", "why": head + "δ_"}, long_time=10)
     assert cut_quick.startswith("10.86 ± 0.24 at T = 10, not converged")
-    # a δ_50 whose draws never (always) escaped on its grid says which side of the grid it is on
-    never = {"value": None, "status": "no_root", "why": "success rate is 0 or 1 at every δ",
-             "p": [0.0, 0.0, 0.0], "deltas": [2.0, 6.5, 13.0]}
-    assert rt.fmt(never) == "> 13 (no draw escaped at any δ of the grid)"
-    assert rt.fmt({**never, "p": [1.0, 1.0, 1.0]}).startswith("< 2 (every draw escaped")
-    assert rt.fmt({**never, "p": [0.0, 1.0, 1.0]}).startswith("— (no_root: success rate")
     other = rt.fmt({"value": None, "status": "not_converged", "why": "no bracket at T/2"})
     assert other.startswith("— (not_converged: no bracket")
 
@@ -368,20 +413,37 @@ def test_success_from_counts(tmp_path: Path) -> None:
 
 
 def test_results_table_width_search_is_seed_one(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A row's δ_50 cell takes the seed-1 search (``<case>_defaults``, which the README's
-    command lines reproduce), not a case with a seed of its own (``<case>_defaults_seed2``),
-    whichever comes later; searches with the plain Stein mean are not used."""
+    """A row's δ_50 cell takes a width_transition search only when it ran exactly as the row's
+    search would: seed 1 (``<case>_defaults``, not ``<case>_defaults_seed2``), responses by
+    regression, the default kernel paths of the width and label, the default tol and budget;
+    GD's own search of the case gives the row's GD."""
+    from dmftsolve.finite_d import TransitionSettings, default_kernel_paths
+
+    base = TransitionSettings()
+    paths = default_kernel_paths(2, False)
 
     def search(x: float, **settings: object) -> dict:
         return {"delta_50": x, "err": 0.1, "deltas": [x - 1, x, x + 1], "successes": [0, 4, 8],
-                "trials": [8, 8, 8], "settings": {"stein_regression": True, "n_paths": 80_000} | settings}
+                "trials": [8, 8, 8], "status": "success", "message": "", "seconds": 60.0,
+                "settings": {"stein_regression": True, "n_paths": paths, "tol": base.tol,
+                             "max_draws": base.max_draws, "draws": base.draws, "seed": 1,
+                             "history": "compact", "path_dtype": "float32", "paths_per_sample": None,
+                             "construction": "forced", "version": "0.10.0"} | settings}
 
     data = {"gelu_z2m1_m2_defaults|1000|theory": search(3.3),
-            "gelu_z2m1_m2_defaults_seed2|1000|theory": search(3.6),
+            "gelu_z2m1_m2_defaults_seed2|1000|theory": search(3.6, seed=2),
             "gelu_z2m1_m2|1000|theory": search(3.9, stein_regression=False),
-            "gelu_z2m1_m2|1000|gd": search(3.35)}
+            "gelu_z2m1_m2|1000|gd": search(3.35),
+            "gelu_z1z2_m2_defaults|1000|theory": search(4.3, n_paths=paths // 4),
+            "gelu_abs_m2_defaults|1000|theory": search(8.0, max_draws=160)}
     monkeypatch.setattr(rt, "_width_data", lambda: (wt, data))
-    out = rt.width_searches(rt.FULL)
+    out = rt.width_theory(rt.FULL)
+    assert set(out) == {("z**2 - 1", "gelu", 2, 0.5)}
     cell = out[("z**2 - 1", "gelu", 2, 0.5)]
-    assert cell["theory"]["delta_50"] == pytest.approx(3.3, abs=0.05)
-    assert cell["gd"]["delta_50"] == pytest.approx(3.35, abs=0.05)
+    assert cell["value"] == pytest.approx(3.3, abs=0.05) and cell["case"] == "gelu_z2m1_m2_defaults"
+    assert cell["start"] == wt.CASES["gelu_z2m1_m2_defaults"]["start"]
+    assert rt.width_theory(rt.QUICK) == {}  # other settings: no stored search applies
+    rows = [{"target": "z**2 - 1", "activation": "gelu", "m": 2, "eta": 0.5}]
+    (gd,) = rt.gd_sources(rows, rt.FULL, results=Path("/nonexistent"))[1]
+    assert gd["source"] == "search" and gd["value"] == pytest.approx(3.35, abs=0.05)
+    assert "--side gd --only gelu_z2m1_m2`" in gd["what"]

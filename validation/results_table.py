@@ -20,18 +20,23 @@ Columns, each with the command that reproduces it (listed under the table) and i
   (with 1e-4 the Stein recursion diverged on three GeLU rows, findings §4.9). For unbounded
   labels this finite-t threshold grows with the number of paths (findings §5.1–5.3): read it
   as the value at 10⁴ paths.
-* **δ_50 (d = 1000)** — helper D's finite-d transition
-  (:func:`dmftsolve.finite_d.transition`, construction ``"forced"``: probit
-  50 % point of the predicted success curve, ± bootstrap error), horizon 400 steps, 8 draws on the δ grid
-  ``TRANSITION_GRID``. Defined only for a single neuron (m = 1) with one target direction
-  and a label even in z; other rows say so, or show GD's own δ_50 ("GD: …", :func:`d50_cell`)
-  when a spot check (below) ran at the row's d, η and step budget. A row whose success rate
-  at the grid's end is below ``EXTEND_BELOW`` is also run at ``TRANSITION_GRID_EXT``
-  (cached as ``d50_ext``) and refitted to both grids' counts (:func:`merge_d50`).
+* **δ_50 (d = 1000)** — :func:`dmftsolve.finite_d.transition` exactly as ``dmftsolve transition``
+  runs it: the self-bracketing search (no grid) with every :class:`TransitionSettings` default
+  (``tol`` 0.15, at most 600 draws in batches of 8, kernel paths by width and label, responses by
+  regression, compact history, giving up), seed :data:`D50_SEED`, the row's T, ``start`` the
+  row's GD δ_50 rounded to 0.1 where there are GD counts for the row (:func:`gd_sources`), else
+  :data:`D50_START`; ± the posterior error. Computed for every row: a label without a hard
+  direction is refused by the library ("undefined", with its message), a search that stops
+  early shows its status and reason. A row whose search ``validation/width_transition.py`` ran
+  with exactly these settings (:func:`width_theory`) takes that search. GD's δ_50 is shown beside
+  the theory's where known: a self-bracketing search of ``validation/width_transition.py``, the
+  counts of ``validation/gd_transition_counts.py`` or a spot check (below), the one with the most
+  trials among those counting a first passage, as the theory does.
 
-Below the table, "GD spot checks" compares δ_50 cells with ``dmftsolve simulate --json``
-outputs saved as ``validation/results/gd_check_*.json`` (:func:`gd_checks`; each row prints
-the command that reproduces its file).
+Below the table, "δ_50 against GD" gives theory − GD per row and whether it is within
+max(0.3, 5 %) of GD; "GD spot checks" lists the ``dmftsolve simulate --json`` outputs saved as
+``validation/results/gd_check_*.json`` (:func:`gd_checks`; each row prints the command that
+reproduces its file).
 
 A row whose quantity fails says why (the status message: e.g. no hard direction, so δ_NN
 is undefined; a bracket without a sign change; a solver failure).
@@ -43,7 +48,7 @@ from the cache. The (row, quantity) jobs go through the executor (``--workers``,
 
 Run
 ---
-Full size (not run in this session)::
+Full size (the δ_NN cells take hours; the δ_50 column alone: ``--quantities d50``)::
 
     python -m validation.results_table --workers 2
 
@@ -55,27 +60,31 @@ on one core beside another job). The long-time rule (T = 200) costs ≈ 50 s per
 (findings §7) and 195–465 s per m = 2 row (measured 2026-12-02, two at a time beside a GD
 job, after the m = 2 solve was unrolled; before, about an hour was estimated; with
 ``null_rtol = 1e-3`` and nothing else running, 83–339 s, 24 rows in 30 min on 2 cores). So
-24 m = 1 rows ≈ 30 min, 24 m = 2 rows ≈ 2 CPU-hours; δ_50: measured 5–6 min per row
-(7 δ × 8 draws, about 6 s a draw whatever d), 16 rows ≈ 1.5 CPU-hours. ``--quantities`` computes a subset
+24 m = 1 rows ≈ 30 min, 24 m = 2 rows ≈ 2 CPU-hours. δ_50: one search per row, 10 s to
+15 min on one core (the measured CPU time of each is in the Commands section of the page).
+``--quantities`` computes a subset
 (e.g. ``alg,nn_early``); ``--only``, ``--widths``, ``--activations`` select rows.
 ``--quick`` (the test): three rows with tiny settings, written to ``--out``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import re
 import shlex
 import sys
 import time
-from concurrent.futures import Future
+from concurrent.futures import Future, as_completed
 from pathlib import Path
 from typing import Any
 
-from dmftsolve import Problem
-from dmftsolve.finite_d import default_kernel_paths, label_is_uncentred
-from dmftsolve.results import jsonable
+from threadpoolctl import threadpool_limits
+
+from dmftsolve import Problem, __version__
+from dmftsolve.finite_d import TransitionSettings, default_kernel_paths, label_is_uncentred, resolve_settings
+from dmftsolve.results import Status, git_commit, jsonable
 from validation import script_parser
 from validation.figures.common import DEFAULT_OUT, PointCache, command_line, make_executor
 
@@ -88,26 +97,29 @@ WIDTHS = [1, 2]
 #: η = 0.1 (non-finite gradient), which fails the whole search; findings §4.3 used 1.5
 LOW_BRACKET = {"quad": 1.5}
 KINDS = ("alg", "nn_early", "nn_long", "d50")
-K2 = ("z1*z2", "z1 + z1*z2")  # two target directions: no δ_50 (transition is for k = 1)
-TRANSITION_GRID = (2.0, 3.5, 5.0, 6.5, 8.0, 10.0, 13.0)
-TRANSITION_CONSTRUCTION = "forced"  # TransitionSettings.construction of the δ_50 column
-TRANSITION_WEIGHTS = "paired"  # TransitionSettings.force_weights of the δ_50 column (the default)
-#: δ values added to a δ_50 row whose success rate at the grid's end is below EXTEND_BELOW (its
-#: 50 % point is at or beyond the end); the counts of both grids go into one probit fit. Kept out
-#: of FULL so that adding it left the cache keys of every other quantity unchanged.
-TRANSITION_GRID_EXT = (16.0, 20.0)
-EXTEND_BELOW = 0.75
+#: Root seed of every δ_50 search (the README's and width_transition's command lines use seed 1)
+D50_SEED = 1
+#: First δ of a δ_50 search on a row without GD counts (``TransitionSettings.start``'s default)
+D50_START = 6.0
+#: Entries of the δ_NN cells' cache keys that set nothing any more (the δ_50 column's former
+#: fixed grid and its draws per δ): kept so the stored δ_NN cells are found under their keys.
+NN_KEY_FIELDS = ("n_paths", "replicates", "bracket", "grid", "xtol", "long_time", "d", "transition_steps")
+NN_KEY_LEGACY = {"draws": 8, "transition_grid": (2.0, 3.5, 5.0, 6.5, 8.0, 10.0, 13.0)}
 #: ``null_rtol`` of the DMFT in the width-2 long-time cells (the only cells where the default
 #: 1e-4 let the Stein recursion diverge: GeLU on ``z²``, ``z² − 1``, ``z² + 0.5 ε``, docs/findings.md
 #: §4.9). Added to those cells' cache keys only, so the other keys are unchanged.
 LONG_NULL_RTOL_M2 = 1e-3
-FULL = {"n_paths": 10_000, "replicates": 3, "bracket": (1.0, 40.0), "grid": 6, "xtol": 1.0,
-        "long_time": 200, "d": 1000, "draws": 8, "transition_steps": 400,
-        "transition_grid": TRANSITION_GRID}
-QUICK = {"n_paths": 1000, "replicates": 1, "bracket": (1.0, 20.0), "grid": 3, "xtol": 4.0,
-         "long_time": 10, "d": 40, "draws": 2, "transition_steps": 10,
-         "transition_grid": (2.0, 10.0), "transition_grid_ext": (14.0,),
-         "rows": [("z**2 - 1", "gelu", 1), ("z1 + z1*z2", "gelu", 1), ("abs(z)", "quad", 2)]}
+#: ``transition``: the δ_50 searches' TransitionSettings besides steps, seed and start (empty:
+#: the library's defaults; the quick configuration makes them small)
+FULL: dict[str, Any] = {"n_paths": 10_000, "replicates": 3, "bracket": (1.0, 40.0), "grid": 6, "xtol": 1.0,
+                        "long_time": 200, "d": 1000, "transition_steps": 400, "transition": {}}
+QUICK: dict[str, Any] = {
+    "n_paths": 1000, "replicates": 1, "bracket": (1.0, 20.0), "grid": 3, "xtol": 4.0, "long_time": 10,
+    "d": 40, "transition_steps": 10,
+    "transition": {"n_paths": 400, "draws": 4, "max_draws": 24, "tol": 2.0},
+    "rows": [("z**2 - 1", "gelu", 1), ("z1 + z1*z2", "gelu", 1), ("abs(z)", "quad", 2)]}
+#: ``dmftsolve transition`` options of the TransitionSettings fields a configuration may set
+TRANSITION_FLAGS = {"n_paths": "--paths", "draws": "--draws", "max_draws": "--max-draws", "tol": "--tol"}
 
 
 def _q(s: str) -> str:
@@ -130,21 +142,43 @@ def commands(target: str, act: str, m: int, cfg: dict[str, Any]) -> dict[str, st
     common = (f"--target {_q(target)} --activation {act} --m {m} --eta {eta:g} "
               f"--bracket {lo:g},{hi:g} --grid {cfg['grid']} "
               f"--xtol {cfg['xtol']:g} --paths {cfg['n_paths']} --replicates {cfg['replicates']}")
-    grid = ",".join(f"{x:g}" for x in cfg["transition_grid"])
     return {
         "alg": f"dmftsolve alg-threshold --target {_q(target)}",
         "nn_early": f"dmftsolve threshold {common} --t {t_early}",
         "nn_long": f"dmftsolve threshold {common} --t long --long-time {cfg['long_time']}"
                    + (f" --null-rtol {r:g}" if (r := long_null_rtol("nn_long", m)) is not None else ""),
-        "d50": (f"dmftsolve transition --target {_q(target)} --activation {act} --eta {eta:g} "
-                f"--steps {cfg['transition_steps']} --d {cfg['d']} --delta {grid} --draws {cfg['draws']}"),
     }
 
 
+def transition_settings(cfg: dict[str, Any], start: float) -> TransitionSettings:
+    """The δ_50 search of a row: the library's defaults with the configuration's ``transition``
+    fields (none at full size), the row's T, seed :data:`D50_SEED` and ``start``."""
+    return TransitionSettings(steps=cfg["transition_steps"], seed=D50_SEED, start=float(start),
+                              **cfg["transition"])
+
+
+def transition_command(target: str, act: str, m: int, cfg: dict[str, Any], start: float) -> str:
+    """The ``dmftsolve transition`` command line of a row's δ_50 search (:func:`transition_settings`)."""
+    extra = "".join(f" {TRANSITION_FLAGS[k]} {v:g}" for k, v in cfg["transition"].items())
+    return (f"dmftsolve transition --target {_q(target)} --activation {act} --m {m} "
+            f"--eta {ACTIVATIONS[act]:g} --steps {cfg['transition_steps']} --d {cfg['d']} "
+            f"--seed {D50_SEED} --start {start:g}{extra}")
+
+
+def d50_key(target: str, act: str, m: int, cfg: dict[str, Any], start: float) -> dict[str, Any]:
+    """The cache key of a row's δ_50: the problem, d and every field of the search's settings
+    with the kernel paths resolved (so a change of the library's defaults is a new key)."""
+    p = row_problem(target, act, m, cfg["transition_steps"])
+    s = resolve_settings(transition_settings(cfg, start), p)
+    return {"kind": "d50", "target": target, "activation": act, "m": m, "eta": ACTIVATIONS[act],
+            "d": cfg["d"], "transition": dataclasses.asdict(s)}
+
+
 # --------------------------------------------------------------------------- quantities
-def compute(kind: str, target: str, act: str, m: int, cfg: dict[str, Any]) -> dict[str, Any]:
-    """One quantity of one row; never raises (a failure is returned with its reason).
-    ``"d50_ext"`` is the δ_50 run on the extension grid (:func:`ext_grid`) only."""
+def compute(kind: str, target: str, act: str, m: int, cfg: dict[str, Any],
+            start: float = D50_START) -> dict[str, Any]:
+    """One quantity of one row; never raises (a failure is returned with its reason). ``start``:
+    the first δ of the δ_50 search (:func:`transition_settings`)."""
     t0 = time.perf_counter()
     try:
         if kind == "alg":
@@ -169,71 +203,42 @@ def compute(kind: str, target: str, act: str, m: int, cfg: dict[str, Any]) -> di
                     "bracket": r.bracket, "status": r.status.value,
                     "why": "" if ok else (r.message or "no threshold")[:600], "hard": list(r.hard),
                     "warnings": [w[:160] for w in r.warnings][:3], "elapsed": time.perf_counter() - t0}
-        if kind in ("d50", "d50_ext"):
-            p = row_problem(target, act, m, cfg["transition_steps"])
-            if p.m != 1 or p.k != 1:
-                return {"value": None, "status": "n/a",
-                        "why": "transition needs a single neuron and one target direction "
-                               f"(m = {p.m}, k = {p.k})"}
-            from dmftsolve.finite_d import TransitionSettings, transition
-
-            grid = cfg["transition_grid"] if kind == "d50" else ext_grid(cfg)
-            r = transition(p, cfg["d"], grid, throw=False,
-                           settings=TransitionSettings(steps=cfg["transition_steps"], draws=cfg["draws"],
-                                                       construction=TRANSITION_CONSTRUCTION,
-                                                       force_weights=TRANSITION_WEIGHTS,
-                                                       stein_regression=False))  # as stored (0.4)
-            ok = r.ok and math.isfinite(r.delta_50)
-            return {"value": r.delta_50 if ok else None, "error": r.delta_50_err if ok else None,
-                    "status": r.status.value, "why": "" if ok else r.message[:200],
-                    "p": r.p.tolist(), "deltas": r.deltas.tolist(), "elapsed": time.perf_counter() - t0}
+        if kind == "d50":
+            return transition_cell(target, act, m, cfg, start)
     except Exception as exc:  # noqa: BLE001 - the row says why
         return {"value": None, "status": "error", "why": f"{type(exc).__name__}: {str(exc)[:200]}",
                 "elapsed": time.perf_counter() - t0}
     raise ValueError(f"unknown quantity {kind!r}")
 
 
+def transition_cell(target: str, act: str, m: int, cfg: dict[str, Any], start: float) -> dict[str, Any]:
+    """A row's δ_50 search (:func:`transition_settings`): its δ_50 ± error and status, the
+    library's message when it refuses the problem or the search stops early, the counts, and
+    the wall and CPU time (this process, one BLAS thread)."""
+    from dmftsolve.finite_d import transition, transition_directions
+
+    t0, c0 = time.perf_counter(), time.process_time()
+    p = row_problem(target, act, m, cfg["transition_steps"])
+    stamp = {"version": __version__, "commit": git_commit()}
+    try:
+        transition_directions(p)
+    except ValueError as exc:  # refused: e.g. no hard direction, so no transition to predict
+        return {"value": None, "error": None, "status": "refused", "why": str(exc)[:600], **stamp}
+    with threadpool_limits(1):
+        c = transition(p, cfg["d"], None, settings=transition_settings(cfg, start), throw=False)
+    ok = c.status in (Status.SUCCESS, Status.NOT_CONVERGED) and math.isfinite(c.delta_50)
+    return {"value": c.delta_50 if ok else None, "error": c.delta_50_err if ok else None,
+            "status": c.status.value, "why": c.message[:600], "width": c.width if ok else None,
+            "deltas": c.deltas.tolist(), "successes": c.successes.tolist(), "draws": c.draws.tolist(),
+            "total_draws": c.diagnostics["total_draws"], "given_up_draws": c.diagnostics["given_up_draws"],
+            "warnings": [w[:300] for w in c.warnings], "elapsed": time.perf_counter() - t0,
+            "cpu": time.process_time() - c0, **stamp}
+
+
 def long_null_rtol(kind: str, m: int) -> float | None:
     """``null_rtol`` of a cell's DMFT runs: :data:`LONG_NULL_RTOL_M2` for the width-2 long-time
     cells, else None (the DMFT's default)."""
     return LONG_NULL_RTOL_M2 if kind == "nn_long" and m > 1 else None
-
-
-def ext_grid(cfg: dict[str, Any]) -> tuple[float, ...]:
-    """The δ values that extend a δ_50 row's grid (``cfg["transition_grid_ext"]`` if set, e.g. in
-    the quick configuration, else :data:`TRANSITION_GRID_EXT`)."""
-    return tuple(cfg.get("transition_grid_ext", TRANSITION_GRID_EXT))
-
-
-def needs_extension(q: dict[str, Any] | None) -> bool:
-    """Whether a computed δ_50 cell's success rate at the end of its grid is below
-    :data:`EXTEND_BELOW` (so its 50 % point is at or beyond the end of the grid)."""
-    return bool(q and q.get("p") and q.get("status") in ("success", "no_root")
-                and q["p"][-1] < EXTEND_BELOW)
-
-
-def merge_d50(base: dict[str, Any], ext: dict[str, Any], draws: int) -> dict[str, Any]:
-    """One δ_50 cell from the counts of the grid and of its extension: the probit fit of
-    :func:`dmftsolve.finite_d.probit_fit` to both (``value`` ``None``
-    with status ``no_root`` when no draw escaped anywhere)."""
-    import numpy as np
-
-    from dmftsolve.finite_d import probit_fit
-
-    if not ext.get("p"):  # the extension failed: keep the grid's cell, say why
-        return {**base, "extension_failed": ext.get("why", "")}
-    deltas = np.asarray(base["deltas"] + ext["deltas"], float)
-    p = np.asarray(base["p"] + ext["p"], float)
-    order = np.argsort(deltas, kind="stable")
-    deltas, p = deltas[order], p[order]
-    wins, trials = np.rint(p * draws).astype(int), np.full(len(p), draws)
-    out = {**base, "p": p.tolist(), "deltas": deltas.tolist(), "extended": True,
-           "elapsed": base.get("elapsed", 0.0) + ext.get("elapsed", 0.0)}
-    if wins.sum() == 0:
-        return {**out, "value": None, "error": None, "status": "no_root",
-                "why": "success rate is 0 at every δ: δ_50 beyond the grid"}
-    d50, err, _ = probit_fit(deltas, wins, trials)
-    return {**out, "value": float(d50), "error": float(err), "status": "success", "why": ""}
 
 
 # --------------------------------------------------------------------------- page
@@ -355,24 +360,16 @@ def fmt_alg(q: dict[str, Any] | None, target: str, easy: bool) -> str:
 
 
 def fmt(q: dict[str, Any] | None, long_time: int = FULL["long_time"]) -> str:
-    """A δ_NN or δ_50 cell: ``value ± error`` rounded by :func:`round_pm`, or why there is none
+    """A δ_NN cell: ``value ± error`` rounded by :func:`round_pm`, or why there is none
     (``long_time``: the T of the long-time rule, for a 'not converged' cell)."""
     if q is None:
         return "not run yet"
     v = q.get("value")
-    if q.get("status") == "n/a":
-        return "theory not run"
     if v is None:
         why = q.get("why", "")
         above = re.search(r"no hard outlier up to δ=([0-9.]+)", why)
         if q.get("status") == "no_root" and above:
             return f"> {float(above.group(1)):g} (no negative hard outlier in the bracket)"
-        p_grid, deltas = q.get("p"), q.get("deltas")
-        if q.get("status") == "no_root" and p_grid and deltas and len(set(p_grid)) == 1:
-            if p_grid[0] == 0:  # a δ_50 row whose draws never escaped on the grid
-                return f"> {deltas[-1]:g} (no draw escaped at any δ of the grid)"
-            if p_grid[0] == 1:
-                return f"< {deltas[0]:g} (every draw escaped at every δ of the grid)"
         if "has no hard direction" in why:
             return "undefined: no hard direction (every direction is learned in O(1) steps)"
         if q.get("status") == "not_converged":
@@ -384,8 +381,7 @@ def fmt(q: dict[str, Any] | None, long_time: int = FULL["long_time"]) -> str:
         return "∞"
     err = q.get("error")
     if err is not None and math.isfinite(err) and err > 0:
-        return round_pm(v, err) + (" (Poisson weights)" if q.get("force_weights") == "poisson" else "") \
-            + (f" (grid extended to {q['deltas'][-1]:g})" if q.get("extended") else "")
+        return round_pm(v, err)
     if q.get("bracket"):
         return f"{v:.2f} [{q['bracket'][0]:.2f}, {q['bracket'][1]:.2f}]"
     return f"{v:.2f}"
@@ -457,38 +453,37 @@ def load_gd_checks(rows: list[dict[str, Any]], cfg: dict[str, Any],
 
 def gd_checks(rows: list[dict[str, Any]], cfg: dict[str, Any],
               results: Path = ROOT / "validation" / "results") -> list[str]:
-    """The section comparing δ_50 cells with GD runs of the simulator at the same d, η and step
-    budget (:func:`load_gd_checks`)."""
+    """The section listing GD's spot checks (:func:`load_gd_checks`) with theory − GD for those
+    run at their row's d, η and step budget."""
     checks = load_gd_checks(rows, cfg, results)
     if not checks:
         return []
-    searches = width_searches(cfg)
-    out = ["", "## GD spot checks of the δ_50 column", "",
+    out = ["", "## GD spot checks", "",
            "GD from a random start with the simulator (float32; success = final cosine above the "
            "threshold after the step budget, where the theory counts a first passage above 1/2 by "
-           "then). GD's δ_50 is a probit fit to its counts ± bootstrap error. For m = 2 the "
-           "cosine is that between span(W) and span(Θ*) (the simulator's); the theory's δ_50 of "
-           "such a row, where run, is its self-bracketing search (first passage of every hard "
-           "direction's projection onto span(W), `validation/width_transition.py`).", "",
-           "| row | GD: successes at δ | GD δ_50 | theory δ_50 | theory − GD | command |",
-           "|---|---|---|---|---|---|"]
+           "then). GD's δ_50 is a probit fit to its counts ± bootstrap error; theory − GD is against "
+           "the row's δ_50 cell. For m = 2 the cosine is that between span(W) and span(Θ*) (the "
+           "simulator's).", "",
+           "| row | GD: successes at δ | GD δ_50 | theory − GD | command |",
+           "|---|---|---|---|---|"]
     for c in checks:
         st, pr, row = c["settings"], c["problem"], c["row"]
-        theory = rows[row - 1].get("d50") if row else None
-        found = searches.get((pr["target"], pr["activation"], pr["m"], float(pr["eta"]))) if row else None
-        if found is not None and pr["steps"] == cfg["transition_steps"] and st["d"] == cfg["d"]:
-            t = found["theory"]
-            theory = {"value": t["delta_50"], "error": t["err"], "status": "success"}
-        tv = (theory or {}).get("value")
-        diff = f"{tv - c['d50']:+.2f}" if c["same"] and tv is not None and math.isfinite(c["d50"]) else "—"
+        tv = ((rows[row - 1].get("d50") or {}).get("value")) if row else None
+        diff = f"{tv - c['d50']:+.2f}" if c["same"] and tv is not None and math.isfinite(c["d50"]) \
+            and not _no_gd_point(c) else "—"
         counts = ", ".join(f"{k}/{n} at {x:g}" for k, n, x in c["counts"])
         label = (f"{row} (`{pr['target']}`, {pr['activation']}, m = {pr['m']})" if row
                  else f"`{pr['target']}`, {pr['activation']}, m = {pr['m']}")
         if not c["same"]:
             label += f" (d = {st['d']}, η = {pr['eta']:g}, {pr['steps']} steps: not the row's set-up)"
-        out.append(f"| {label} | {counts} | {gd_d50_text(c)} | {fmt(theory)} | {diff} | "
+        out.append(f"| {label} | {counts} | {gd_d50_text(c)} | {diff} | "
                    f"`{simulate_command(st)} > validation/results/{c['file']}` |")
     return out
+
+
+def _no_gd_point(check: dict[str, Any]) -> bool:
+    """Whether a spot check's trials all failed or all succeeded (no 50 % point to fit)."""
+    return all(k == 0 for k, _, _ in check["counts"]) or all(k == n for k, n, _ in check["counts"])
 
 
 def gd_d50_text(check: dict[str, Any]) -> str:
@@ -512,48 +507,187 @@ def _width_data() -> tuple[Any, dict[str, Any]] | None:
     return wt, json.loads(path.read_text())
 
 
-def width_searches(cfg: dict[str, Any]) -> dict[tuple[str, str, int, float], dict[str, Any]]:
-    """The searches of ``validation/width_transition.py`` whose set-up is a table row's
-    (target, σ, m, η, steps ``cfg["transition_steps"]``, unit output weights, d ``cfg["d"]``):
-    ``{(target, σ, m, η): {"theory": …, "gd": …}}`` with each side's refitted δ_50, or ``{}``."""
+def _row_setup(c: dict[str, Any], cfg: dict[str, Any]) -> tuple[str, str, int, float] | None:
+    """The row key ``(target, σ, m, η)`` of a ``width_transition`` case run at a table row's
+    set-up (the row's η, the table's T, unit output weights, no ridge, no bias), else None."""
+    if (c["steps"] != cfg["transition_steps"] or ACTIVATIONS.get(c["activation"]) != c["eta"]
+            or any(a != 1.0 for a in c.get("a") or [1.0]) or c.get("lam", 0.0) or c.get("bias")):
+        return None
+    return (c["target"], c["activation"], c["m"], float(c["eta"]))
+
+
+def width_theory(cfg: dict[str, Any]) -> dict[tuple[str, str, int, float], dict[str, Any]]:
+    """The theory searches of ``validation/width_transition.py`` run exactly as a row's δ_50
+    (:func:`transition_settings` at d ``cfg["d"]``): a case at the row's set-up whose stored
+    settings are the library's current defaults (responses by regression, the kernel paths of
+    :func:`~dmftsolve.finite_d.default_kernel_paths` for the width and label, ``tol``,
+    ``max_draws``, ``draws``, compact history, float32 paths) and seed :data:`D50_SEED`, as a
+    δ_50 cell refitted with the search's error model (``wt._refit``), ``{row key: cell}``."""
     loaded = _width_data()
-    if loaded is None:
+    if loaded is None or cfg["transition"]:
         return {}
     wt, data = loaded
+    base = TransitionSettings()
     out: dict[tuple[str, str, int, float], dict[str, Any]] = {}
     for case, c in wt.CASES.items():
-        if (c["steps"] != cfg["transition_steps"] or c.get("construction", "forced") != "forced"
-                or any(a != 1.0 for a in c.get("a", [1.0])) or "paths_per_sample" in c
-                or ACTIVATIONS.get(c["activation"]) != c["eta"]
-                or "seed" in c):  # a case's own seed (`_defaults_seed2`): the table keeps seed 1's
-            continue
+        row = _row_setup(c, cfg)
         theory = data.get(f"{case}|{cfg['d']}|theory")
-        st = (theory or {}).get("settings", {})
-        # only searches run as the library runs them now: responses by regression (0.5.0) and
-        # the default number of kernel paths of the width and label (0.10.0: 8e4 at width 1 on
-        # an uncentred label)
-        prob = Problem.build(target=c["target"], activation=c["activation"], m=c["m"])
-        paths = default_kernel_paths(c["m"], label_is_uncentred(prob))
-        if not st.get("stein_regression", False) or st.get("n_paths") != paths:
+        if row is None or theory is None or not c.get("defaults"):
             continue
-        gd = data.get(f"{c.get('gd_of', case)}|{cfg['d']}|gd")
-        sides = {"theory": wt._refit(theory), "gd": wt._refit(gd)}
-        if all(v is not None for v in sides.values()):
-            out[(c["target"], c["activation"], c["m"], c["eta"])] = sides
+        st = theory.get("settings", {})
+        prob = Problem.build(target=c["target"], activation=c["activation"], m=c["m"])
+        want = {"stein_regression": True, "n_paths": default_kernel_paths(c["m"], label_is_uncentred(prob)),
+                "tol": base.tol, "max_draws": base.max_draws, "draws": base.draws, "seed": D50_SEED,
+                "history": base.history, "path_dtype": base.path_dtype, "paths_per_sample": None,
+                "construction": base.construction}
+        if any(st.get(k) != v for k, v in want.items()):
+            continue
+        t = wt._refit(theory)
+        ok = t["status"] in ("success", "not_converged") and math.isfinite(t["delta_50"])
+        out[row] = {"value": t["delta_50"] if ok else None, "error": t["err"] if ok else None,
+                    "status": t["status"], "why": t.get("message", ""), "deltas": list(t["deltas"]),
+                    "successes": list(t["successes"]), "draws": list(t["trials"]),
+                    "total_draws": int(sum(t["trials"])), "elapsed": t.get("seconds"),
+                    "version": st.get("version"), "commit": st.get("commit"), "case": case,
+                    "start": float(c["start"])}
     return out
 
 
-def d50_cell(q: dict[str, Any] | None, gd: dict[str, Any] | None,
-             search: dict[str, Any] | None = None) -> str:
-    """The δ_50 cell: the theory's (:func:`fmt`); the theory's and GD's self-bracketing
-    searches (:func:`width_searches`) where both were run, else GD's spot check at the row's
-    set-up if there is one."""
-    if search is not None:
-        t, g = search["theory"], search["gd"]
-        return f"{round_pm(t['delta_50'], t['err'])} (GD: {round_pm(g['delta_50'], g['err'])}; search)"
-    if q is not None and q.get("status") == "n/a":
-        return f"GD: {gd_d50_text(gd)} (theory not run)" if gd is not None else "theory not run"
-    return fmt(q)
+def _gd_counts_data(results: Path) -> tuple[Any, dict[str, Any]] | None:
+    """``(the gd_transition_counts module, its stored summary)``, or None without the JSON."""
+    path = results / "gd_transition_counts.json"
+    if not path.exists():
+        return None
+    from validation import gd_transition_counts as gc
+
+    return gc, json.loads(path.read_text())["summary"]
+
+
+def gd_sources(rows: list[dict[str, Any]], cfg: dict[str, Any],
+               results: Path = ROOT / "validation" / "results") -> dict[int, list[dict[str, Any]]]:
+    """GD's δ_50 at each row's set-up (the table's d and T, the row's η), ``{row (1-based): [...]}``:
+    the self-bracketing searches of ``validation/width_transition.py`` (``"search"``, refitted),
+    the counts of ``validation/gd_transition_counts.py`` (``"counts"``) — both count a first
+    passage above 1/2 by step T, as the theory does — and the spot checks (``"spot check"``,
+    :func:`load_gd_checks`: the final cosine). Each: ``value`` (None where no trial or every
+    trial succeeded), ``error``, ``trials``, ``first_passage``, ``text`` and ``what``."""
+    index = {(r["target"], r["activation"], r["m"], float(r["eta"])): i for i, r in enumerate(rows, 1)}
+    out: dict[int, list[dict[str, Any]]] = {}
+    loaded = _width_data()
+    if loaded is not None:
+        wt, data = loaded
+        for case, c in wt.CASES.items():
+            row = _row_setup(c, cfg)
+            gd = data.get(f"{case}|{cfg['d']}|gd")
+            if row not in index or gd is None or c.get("gd_of"):
+                continue
+            g = wt._refit(gd)
+            out.setdefault(index[row], []).append({
+                "source": "search", "value": g["delta_50"], "error": g["err"],
+                "trials": int(sum(g["trials"])), "first_passage": True,
+                "text": round_pm(g["delta_50"], g["err"]),
+                "what": f"`python -m validation.width_transition --side gd --only {case}`"})
+    counts = _gd_counts_data(results)
+    if counts is not None:
+        gc, summary = counts
+        for key, v in summary.items():
+            case, d = key.split("|")
+            c = gc.CASES.get(case)
+            row = (c["target"], c["activation"], 1, float(c["eta"])) if c else None
+            if row not in index or int(d) != cfg["d"] or c["T"] != cfg["transition_steps"]:
+                continue
+            out.setdefault(index[row], []).append({
+                "source": "counts", "value": v["delta_50"], "error": v["delta_50_err"],
+                "trials": int(sum(p["trials"] for p in v["rows"])), "first_passage": True,
+                "text": round_pm(v["delta_50"], v["delta_50_err"]),
+                "what": "`python -m validation.gd_transition_counts --cases "
+                        + ",".join(str(n) for n, run in gc.RUNS.items()
+                                   if run["case"] == case and run["d"] == int(d)) + "`"})
+    for c in load_gd_checks(rows, cfg, results):
+        if not c["same"]:
+            continue
+        none = _no_gd_point(c)
+        out.setdefault(c["row"], []).append({
+            "source": "spot check", "value": None if none else c["d50"],
+            "error": None if none else c["error"],
+            "trials": sum(n for _, n, _ in c["counts"]), "first_passage": False, "text": gd_d50_text(c),
+            "what": f"`validation/results/{c['file']}`"})
+    return out
+
+
+def best_gd(sources: list[dict[str, Any]] | None) -> dict[str, Any] | None:
+    """The GD source a row shows: first passages before final cosines, then the most trials."""
+    if not sources:
+        return None
+    return max(sources, key=lambda g: (g["first_passage"], g["trials"]))
+
+
+def d50_start(gd: dict[str, Any] | None) -> float:
+    """The first δ of a row's search: GD's δ_50 rounded to 0.1 where GD has one, else
+    :data:`D50_START`."""
+    if gd is None or gd["value"] is None or not math.isfinite(gd["value"]):
+        return D50_START
+    from dmftsolve.thresholds.delta50 import DELTA_RANGE
+
+    return float(min(max(round(gd["value"], 1), DELTA_RANGE[0]), DELTA_RANGE[1]))
+
+
+def fmt_d50(q: dict[str, Any] | None) -> str:
+    """The theory's part of a δ_50 cell: ``δ_50 ± error``, with the status and reason when the
+    search stopped before its error reached ``tol``; why there is none otherwise."""
+    if q is None:
+        return "not run yet"
+    status, why = q.get("status"), q.get("why") or ""
+    if status == "refused":
+        if "has no hard direction" in why:
+            return "undefined: no hard direction (refused: there is no transition to predict)"
+        return f"refused: {short_reason(why)}".replace("|", "/")
+    v, err = q.get("value"), q.get("error")
+    if v is not None:
+        cell = round_pm(v, err) if err is not None and math.isfinite(err) and err > 0 else f"{v:.2f}"
+        return cell + (f" ({status}: {short_reason(why)})".replace("|", "/") if status != "success" else "")
+    edge = re.search(r"no success by step T up to delta = ([0-9.]+)", why)
+    if status == "no_root" and edge:
+        return f"> {edge.group(1)} (no_root: no draw passed by step T at any δ up to {edge.group(1)})"
+    return f"— ({status}: {short_reason(why)})".replace("|", "/")
+
+
+def d50_cell(q: dict[str, Any] | None, gd: dict[str, Any] | None) -> str:
+    """The δ_50 cell: the theory's (:func:`fmt_d50`) and, where known, GD's (:func:`best_gd`)."""
+    return fmt_d50(q) + (f" (GD: {gd['text']}, {gd['source']})" if gd is not None else "")
+
+
+def within_bar(theory: float, gd: float) -> bool:
+    """Whether the theory's δ_50 is within max(0.3, 5 %) of GD's (the project's bar)."""
+    return abs(theory - gd) <= max(0.3, 0.05 * gd)
+
+
+def agreement(rows: list[dict[str, Any]], gds: dict[int, dict[str, Any]]) -> list[str]:
+    """The section "δ_50 against GD": theory − GD (in combined standard errors) per row where
+    both have a δ_50, whether it is within max(0.3, 5 %) of GD, and the count."""
+    lines, hits, both = [], 0, 0
+    for i, r in enumerate(rows, 1):
+        q, g = r.get("d50") or {}, gds.get(i)
+        if g is None:
+            continue
+        tv, gv = q.get("value"), g["value"]
+        if tv is None or gv is None:
+            lines.append(f"| {i} | — | — | {g['source']}: {g['what']} |")
+            continue
+        both += 1
+        ok = within_bar(tv, gv)
+        hits += ok
+        se = math.hypot(q.get("error") or 0.0, g.get("error") or 0.0)
+        z = f" ({abs(tv - gv) / se:.1f} s.e.)" if se > 0 else ""
+        lines.append(f"| {i} | {tv - gv:+.2f}{z} | {'yes' if ok else 'no'} | {g['source']}: {g['what']} |")
+    if not lines:
+        return []
+    return ["", "## δ_50 against GD", "",
+            f"Rows whose δ_50 cell has GD beside it: theory − GD (and in combined standard errors), and "
+            f"whether it is within max(0.3, 5 %) of GD. **{hits} of {both}** rows where both have a "
+            "δ_50 are within. GD's source: 'search' (self-bracketing, first passage), 'counts' "
+            "(fixed grid, first passage), 'spot check' (fixed grid, final cosine; section below).", "",
+            "| row | theory − GD | within max(0.3, 5 %)? | GD |", "|---|---|---|---|", *lines]
 
 
 def same_cells(rows: list[dict[str, Any]]) -> str:
@@ -590,12 +724,13 @@ def render(rows: list[dict[str, Any]], cfg: dict[str, Any], cmd: str, quick: boo
         f"{seeds} of {cfg['n_paths']} paths, bracket "
         f"{cfg['bracket'][0]:g}–{cfg['bracket'][1]:g} (from 1.5 for r²), xtol {cfg['xtol']:g} "
         "(a bracket is shown "
-        "when there is one seed). δ_50: 50 % point of the finite-d success curve at "
-        f"d = {cfg['d']} (forced DMFT with paired force weights, `dmftsolve transition`, "
-        f"{cfg['draws']} draws per δ, horizon "
-        f"{cfg['transition_steps']} steps, δ grid {', '.join(f'{x:g}' for x in cfg['transition_grid'])}), "
-        "± bootstrap error; cells marked '(Poisson weights)' were computed with the earlier default "
-        "and are shown until the paired ones are run (`--quantities d50`).",
+        "when there is one seed). δ_50: 50 % point of GD's predicted success curve at "
+        f"d = {cfg['d']} with horizon T = {cfg['transition_steps']} steps, "
+        "`dmftsolve transition` with its defaults"
+        + (f" except {', '.join(f'{k} = {v:g}' for k, v in cfg['transition'].items())}"
+           if cfg["transition"] else "")
+        + f" (the self-bracketing search; seed {D50_SEED}), ± posterior error; GD's δ_50 beside it "
+        "where it was run at the row's set-up.",
         "",
         "Reading the numbers:",
         "",
@@ -638,17 +773,18 @@ def render(rows: list[dict[str, Any]], cfg: dict[str, Any], cmd: str, quick: boo
         f"T = {cfg['long_time']} is shown as a finite-time threshold, not a long-time one; for "
         "these unbounded "
         "labels the law of D has no finite left edge (docs/findings.md §5.3).",
-        f"* **δ_50**: a row whose success rate at the end of its grid ({cfg['transition_grid'][-1]:g}) "
-        f"is below {EXTEND_BELOW * 100:.0f} % is run also at δ = "
-        f"{', '.join(f'{x:g}' for x in ext_grid(cfg))} and fitted to both grids' counts "
-        "('grid extended to …'); a value still near or beyond the end of its grid is the probit "
-        "fit's extrapolation, hence its large error. A row shows the theory's and GD's "
-        "self-bracketing searches where both were run, the theory's as the library runs it now "
-        "(0.5.0: responses by regression, the width's default kernel paths) ('search': "
-        "`validation/width_transition.py`, section 'Threshold against width' below); otherwise "
-        "'GD: …' is GD's own δ_50 from a spot check at the row's d, η and step budget (section "
-        "below), not a prediction; 'theory not run': `dmftsolve transition` with the row's --target, "
-        "--activation, --m and --eta computes it.",
+        "* **δ_50**: every row's cell is one run of the command given under Commands: the "
+        "search starts at GD's δ_50 rounded to 0.1 where GD has one for the row, else at "
+        f"{D50_START:g}, and stops once the error is at most the tolerance (or with its status and "
+        "reason: 'not_converged', the draws spent first; 'no_root', no draw passed by step T up "
+        "to the largest δ it tries). A row with no hard direction is refused by the command "
+        "('undefined'). Where `validation/width_transition.py` ran the same search (the same "
+        "settings and seed; its case named under Commands), the row shows that search. "
+        "'GD: …, source': GD's own δ_50 at the row's d, η and T, from a self-bracketing search "
+        "('search', `validation/width_transition.py`), fixed-grid counts ('counts', "
+        "`validation/gd_transition_counts.py`), both by first passage as the theory counts, or "
+        "a spot check (final cosine, section 'GD spot checks'); with several, the first passage "
+        "with the most trials. Section 'δ_50 against GD' gives their differences.",
         "* '—': the quantity failed; the cell gives the reason (the full message is in "
         "`results_table.json`). 'not run yet': not computed so far (subsets are computed with "
         "--quantities, --widths, --activations; the whole table is "
@@ -658,16 +794,13 @@ def render(rows: list[dict[str, Any]], cfg: dict[str, Any], cmd: str, quick: boo
         f"{cfg['d']}) |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
-    gd_same = {} if quick else {c["row"]: c for c in load_gd_checks(rows, cfg) if c["same"]}
-    searches = {} if quick else width_searches(cfg)
-
-    def key(r: dict[str, Any]) -> tuple[str, str, int, float]:
-        return (r["target"], r["activation"], r["m"], float(r["eta"]))
+    gds = {i: r["gd"] for i, r in enumerate(rows, 1) if r.get("gd") is not None}
     for i, r in enumerate(rows, 1):
         alg = fmt_alg(r["alg"], r["target"], r["target"] in easy_targets)
         lines.append(f"| {i} | `{r['target']}` | {r['activation']} | {r['m']} | {r['eta']:g} | "
                      f"{alg} | {fmt(r['nn_early'])} | {fmt(r['nn_long'], cfg['long_time'])} | "
-                     f"{d50_cell(r['d50'], gd_same.get(i), searches.get(key(r)))} |")
+                     f"{d50_cell(r['d50'], r.get('gd'))} |")
+    lines += agreement(rows, gds)
     if not quick:
         lines += gd_checks(rows, cfg)
     lines += ["", "## Figures", "",
@@ -688,15 +821,19 @@ def render(rows: list[dict[str, Any]], cfg: dict[str, Any], cmd: str, quick: boo
         for k, label in (("alg", "δ_alg"), ("nn_early", "δ_NN(t·η = 1)"), ("nn_long", "δ_NN long"),
                          ("d50", "δ_50")):
             q = r.get(k) or {}
-            if k == "d50" and (q.get("status") == "n/a" or (r["m"] != 1 or r["target"] in K2)):
-                continue
-            el = q.get("elapsed")
-            cmd_k = c[k]
-            if k == "d50" and q.get("extended"):  # the same command on the extension grid
-                ext = ",".join(f"{x:g}" for x in ext_grid(cfg))
-                grid = ",".join(f"{x:g}" for x in cfg["transition_grid"])
-                cmd_k += f"`, then the extension: `{c[k].replace(f'--delta {grid}', f'--delta {ext}')}"
-            lines.append(f"   * {label}: `{cmd_k}`" + (f" ({el:.0f} s here)" if el is not None else ""))
+            el, cpu = q.get("elapsed"), q.get("cpu")
+            note = ""
+            if k == "d50" and q.get("case"):
+                note = (f" (this search: `python -m validation.width_transition --side theory --only "
+                        f"{q['case']}`, dmftsolve {q.get('version')}"
+                        + (f", {el:.0f} s" if el is not None else "") + ")")
+            elif k == "d50" and q.get("status") == "refused":
+                note = " (refused)"
+            elif cpu is not None:
+                note = f" ({cpu:.0f} CPU-s here)"
+            elif el is not None:
+                note = f" ({el:.0f} s here)"
+            lines.append(f"   * {label}: `{c[k]}`{note}")
     return "\n".join(lines) + "\n"
 
 
@@ -718,6 +855,15 @@ def width_section() -> str:
             "searches). Table: `python -m validation.width_transition "
             "--report` (the searches: `--side theory` and `--side gd`, `--ds 1000` or `2000`, "
             "`--only NAME`). Findings: `docs/findings.md` §10.\n" + body)
+
+
+def _progress(row: dict[str, Any], kind: str) -> None:
+    """One line on stderr for a computed cell."""
+    q = row[kind]
+    text = fmt_d50(q) if kind == "d50" else fmt(q)
+    cpu = f" ({q['cpu']:.0f} CPU-s)" if isinstance(q, dict) and q.get("cpu") is not None else ""
+    print(f"[{row['target']}, {row['activation']}, m={row['m']}] {kind}: {text}{cpu}", file=sys.stderr,
+          flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -764,78 +910,54 @@ def main(argv: list[str] | None = None) -> int:
     cache = PointCache(out_dir, NAME, replot=args.replot)
     settings = {k: v for k, v in cfg.items() if k != "rows"}
     t0 = time.perf_counter()
-    rows: list[dict[str, Any]] = []
+    rows: list[dict[str, Any]] = [{"target": t, "activation": a, "m": m, "eta": ACTIVATIONS[a]}
+                                  for t, a, m in rows_spec]
+    # GD's δ_50 per row (its search starts there) and the width searches run as a row's δ_50
+    gds = {} if args.quick else gd_sources(rows, cfg)
+    searches = width_theory(cfg)
     jobs: dict[Future, tuple[int, str, dict[str, Any]]] = {}
     missing = 0
-    d50_keys: dict[int, tuple[dict[str, Any], bool]] = {}  # row -> (δ_50 key, may compute)
     with make_executor(args.workers, args.dask) as ex:
-        for i, (target, act, m) in enumerate(rows_spec):
-            row = {"target": target, "activation": act, "m": m, "eta": ACTIVATIONS[act],
-                   "commands": commands(target, act, m, cfg)}
-            rows.append(row)
+        for i, row in enumerate(rows):
+            target, act, m = row["target"], row["activation"], row["m"]
+            row["gd"] = best_gd(gds.get(i + 1))
+            found = searches.get((target, act, m, float(row["eta"])))
+            start = found["start"] if found is not None else d50_start(row["gd"])
+            row["commands"] = commands(target, act, m, cfg) | {
+                "d50": transition_command(target, act, m, cfg, start)}
+            selected = (widths is None or m in widths) and (acts is None or act in acts) \
+                and (not args.only or args.only in target)
             for kind in KINDS:
-                key = {"kind": kind, "target": target} if kind == "alg" else \
-                    {"kind": kind, "target": target, "activation": act, "m": m,
-                     "eta": ACTIVATIONS[act], **settings}
-                if long_null_rtol(kind, m) is not None:  # width-2 long cells: a new cut-off
-                    key["null_rtol"] = long_null_rtol(kind, m)
-                if kind == "d50":  # the construction changed (finite_n -> forced -> paired weights):
-                    key["construction"] = TRANSITION_CONSTRUCTION  # old cells do not apply
-                    key["force_weights"] = TRANSITION_WEIGHTS
+                if kind == "d50" and found is not None:  # the same search, stored by width_transition
+                    row[kind] = found
+                    continue
+                if kind == "alg":
+                    key = {"kind": kind, "target": target}
+                elif kind == "d50":
+                    key = d50_key(target, act, m, cfg, start)
+                else:
+                    key = {"kind": kind, "target": target, "activation": act, "m": m,
+                           "eta": ACTIVATIONS[act], **{k: cfg[k] for k in NN_KEY_FIELDS}, **NN_KEY_LEGACY}
+                    if long_null_rtol(kind, m) is not None:  # width-2 long cells: a new cut-off
+                        key["null_rtol"] = long_null_rtol(kind, m)
                 hit = cache.get(key)
-                selected = (widths is None or m in widths) and (acts is None or act in acts) \
-                    and (not args.only or args.only in target)
-                asked = not args.replot and kind in wanted and selected
-                if kind == "d50" and (hit is not None or asked):
-                    d50_keys[i] = (key, asked)
                 if hit is not None:
                     row[kind] = hit
                     cache.hits += 1
-                elif args.replot or ((kind not in wanted or not selected)
-                                     and not (kind == "d50" and (m != 1 or target in K2))):
-                    # not asked for, or --replot (which never computes): shown as 'not run yet';
-                    # an n/a δ_50 costs nothing and is always filled when computing. A δ_50
-                    # computed before the paired weights became the default is shown, marked.
-                    legacy = cache.get({k: v for k, v in key.items() if k != "force_weights"}) \
-                        if kind == "d50" else None
-                    ok = legacy is not None and legacy.get("value") is not None
-                    row[kind] = {**legacy, "force_weights": "poisson"} if ok else None
-                    missing += 0 if ok else 1
+                elif args.replot or kind not in wanted or not selected:
+                    row[kind] = None  # not asked for, or --replot (which never computes): 'not run yet'
+                    missing += 1
                 elif ex is None:
-                    row[kind] = cache.put(key, compute(kind, target, act, m, cfg))
+                    row[kind] = cache.put(key, compute(kind, target, act, m, cfg, start))
                     cache.computed += 1
-                    print(f"[{target}, {act}, m={m}] {kind}: {fmt(row[kind])}", file=sys.stderr,
-                          flush=True)
+                    _progress(row, kind)
                 else:
-                    jobs[ex.submit(compute, kind, target, act, m, cfg)] = (i, kind, key)
-        for fut, (i, kind, key) in jobs.items():
+                    jobs[ex.submit(compute, kind, target, act, m, cfg, start)] = (i, kind, key)
+        for fut in as_completed(jobs):  # each cell is cached as soon as it is done
+            i, kind, key = jobs[fut]
             rows[i][kind] = cache.put(key, fut.result())
             cache.computed += 1
-        # a δ_50 whose 50 % point is at or beyond the end of its grid: add the extension grid
-        ext_jobs: dict[Future, tuple[int, dict[str, Any]]] = {}
-        for i, (key, asked) in d50_keys.items():
-            base, row = rows[i]["d50"], rows[i]
-            if not needs_extension(base):
-                continue
-            ekey = {**key, "kind": "d50_ext", "grid": list(ext_grid(cfg))}
-            hit = cache.get(ekey)
-            if hit is not None:
-                cache.hits += 1
-                row["d50"] = merge_d50(base, hit, cfg["draws"])
-            elif not asked:
-                missing += 1  # shown on the grid alone
-            elif ex is None:
-                row["d50"] = merge_d50(base, cache.put(ekey, compute(
-                    "d50_ext", row["target"], row["activation"], row["m"], cfg)), cfg["draws"])
-                cache.computed += 1
-                print(f"[{row['target']}, {row['activation']}, m={row['m']}] d50 with the grid "
-                      f"extended: {fmt(row['d50'])}", file=sys.stderr, flush=True)
-            else:
-                ext_jobs[ex.submit(compute, "d50_ext", row["target"], row["activation"], row["m"],
-                                   cfg)] = (i, ekey)
-        for fut, (i, ekey) in ext_jobs.items():
-            rows[i]["d50"] = merge_d50(rows[i]["d50"], cache.put(ekey, fut.result()), cfg["draws"])
-            cache.computed += 1
+            _progress(rows[i], kind)
     cmd = command_line(argv and [sys.argv[0], *argv])
     md = render(rows, cfg, cmd, args.quick)
     if not args.quick:
