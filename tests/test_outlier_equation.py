@@ -131,6 +131,20 @@ def test_overlap_matches_literature_formula() -> None:
 
 
 # ----------------------------------------------------------------------------- random matrices
+def _tanh(z: np.ndarray) -> np.ndarray:
+    """The one-neuron law D = tanh(1 − z²) of the random-matrix tests."""
+    return np.tanh(1 - z**2)
+
+
+def _sampled_hessian(d: int, delta: float, seed: int, law):
+    """Gaussian data X (n = δd rows), D = law(x_0) per sample, and the eigenpairs of the
+    Hessian ``build_hessian(X, D)`` (D given a trailing m × m block when it is one-neuron)."""
+    X = np.random.default_rng(seed).standard_normal((int(delta * d), d))
+    D = law(X[:, 0])
+    ev, V = np.linalg.eigh(build_hessian(X, D[:, None, None] if D.ndim == 1 else D))
+    return X, D, ev, V
+
+
 def test_random_matrix_outlier_m1() -> None:
     """D_i = tanh(1 − z_i²), z_i = x_i[0], δ = 4, d = 400.
 
@@ -140,10 +154,7 @@ def test_random_matrix_outlier_m1() -> None:
     within 0.007 of λ_min and the overlap within 0.01.
     """
     d, delta = 400, 4.0
-    rng = np.random.default_rng(0)
-    X = rng.standard_normal((int(delta * d), d))
-    D = np.tanh(1 - X[:, 0] ** 2)
-    ev, V = np.linalg.eigh(build_hessian(X, D[:, None, None]))
+    X, D, ev, V = _sampled_hessian(d, delta, 0, _tanh)
     Dq, zq, wq = tanh_law()
     (pop,) = outliers(Dq, zq, delta, weights=wq).outliers
     (plug,) = outliers(D, X[:, 0], delta).outliers
@@ -160,10 +171,7 @@ def test_random_matrix_outlier_m2() -> None:
     d = 300 gave λ_min −0.600 / −0.506 with overlaps 0.593 / 0.559 (plug-in −0.603 / −0.519).
     """
     d, delta = 250, 4.0
-    rng = np.random.default_rng(1)
-    X = rng.standard_normal((int(delta * d), d))
-    D = rotating_law(X[:, 0])
-    ev, V = np.linalg.eigh(build_hessian(X, D))
+    X, D, ev, V = _sampled_hessian(d, delta, 1, rotating_law)
     hard = V.reshape(d, 2, -1)[0, :, 0]  # component of the bottom eigenvector on e_0 ⊗ R²
     zq, wq = gauss_hermite(160)
     (pop,) = outliers(rotating_law(zq), zq, delta, weights=wq).outliers
@@ -179,10 +187,7 @@ def test_random_matrix_outlier_m2() -> None:
 def test_random_matrix_without_outlier() -> None:
     """δ = 0.5: no outlier in theory; the bottom eigenvector is delocalised from e_0."""
     d, delta = 400, 0.5
-    rng = np.random.default_rng(2)
-    X = rng.standard_normal((int(delta * d), d))
-    D = np.tanh(1 - X[:, 0] ** 2)
-    ev, V = np.linalg.eigh(build_hessian(X, D[:, None, None]))
+    X, D, ev, V = _sampled_hessian(d, delta, 2, _tanh)
     Dq, zq, wq = tanh_law()
     res = outliers(Dq, zq, delta, weights=wq)
     assert res.outliers == []
