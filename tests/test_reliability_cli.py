@@ -204,3 +204,30 @@ def test_transition_says_the_label_mean_warning_first_and_once(capsys: pytest.Ca
     assert any("label's mean" in w for w in json.loads(out)["result"]["warnings"])
     main([*argv[:2], "z**2 - 1", *argv[3:]])
     assert "label's mean" not in capsys.readouterr().err
+
+
+def test_a_signal_arriving_while_the_first_is_handled_does_not_replace_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C, then SIGTERM while the Ctrl-C handler runs and before it has set the others to
+    ignore (under load a burst of signals lands there): the command still ends as interrupted."""
+    import os
+
+    from dmftsolve import cli
+
+    quiet = cli._quiet_signals
+
+    def sigterm_first() -> None:
+        os.kill(os.getpid(), signal.SIGTERM)  # its handler runs at the next bytecode, nested
+        time.sleep(0.05)
+        quiet()
+
+    monkeypatch.setattr(cli, "_quiet_signals", sigterm_first)
+    saved = {sig: signal.getsignal(sig) for sig in cli._signals()}
+    try:
+        with pytest.raises(cli.Signalled) as info, cli._signals_as_exceptions():
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(1)
+        assert info.value.signum == signal.SIGINT
+    finally:  # the handlers stay ignoring after a signal, and children would inherit that
+        for sig, old in saved.items():
+            signal.signal(sig, old if old is not None else signal.SIG_DFL)

@@ -296,11 +296,15 @@ def _signals_as_exceptions() -> Iterator[None]:
     owner = os.getpid()
 
     def handler(signum: int, frame: object) -> None:
+        # a signal that comes while the first is being handled (nested, at any bytecode of this
+        # function) is dropped: the command is already ending with the first one's status
+        if received:
+            return
+        received.append(signum)
         if os.getpid() != owner:  # a forked worker: die as the signal would make it
             signal.signal(signum, signal.SIG_DFL)
             os.kill(os.getpid(), signum)
             return
-        received.append(signum)
         _quiet_signals()
         # end the workers now: a process pool's shutdown would otherwise wait for their tasks
         _end_children()
