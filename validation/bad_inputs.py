@@ -1028,6 +1028,14 @@ def _fixtures() -> dict[str, str]:
     return f
 
 
+def _terminal_sigint() -> None:
+    """In the child before it starts: Ctrl-C as at a terminal. A script run in the background
+    (``&``) passes SIGINT on ignored, and the command rightly keeps an inherited ignore."""
+    import signal as _signal
+
+    _signal.signal(_signal.SIGINT, _signal.SIG_DFL)
+
+
 def _in_subprocess(argv: list[str], *, env: dict[str, str] | None = None, signum: int | None = None,
                    after: float = 0.0, expect_code: int | None = None, encoding: str | None = None,
                    timeout: float = 60.0) -> str:
@@ -1040,7 +1048,8 @@ def _in_subprocess(argv: list[str], *, env: dict[str, str] | None = None, signum
     full_env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
                 **(env or {})}
     proc = subprocess.Popen([sys.executable, "-c", code, *argv], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, env=full_env, cwd=_fixtures()["root"])
+                            stderr=subprocess.PIPE, env=full_env, cwd=_fixtures()["root"],
+                            preexec_fn=_terminal_sigint)
     if signum is not None:
         deadline = time.monotonic() + after
         while time.monotonic() < deadline and proc.poll() is None:
@@ -1456,7 +1465,8 @@ def _issue50_cases() -> list[Case]:
     def twice() -> str:
         proc = subprocess.Popen([sys.executable, "-c", "import sys; from dmftsolve.cli import main; "
                                  "sys.exit(main())", *work], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                env={**os.environ, "PYTHONPATH": str(ROOT)})
+                                env={**os.environ, "PYTHONPATH": str(ROOT)},
+                                preexec_fn=_terminal_sigint)
         time.sleep(2.5)
         proc.send_signal(_signal.SIGINT)
         time.sleep(0.005)
