@@ -541,8 +541,9 @@ def _cases() -> list[Case]:
                        ("no hard direction (z1 + z2**3)", "z1 + z2**3"),
                        ("hard direction not a coordinate (z1 + z2)", "z1 + z2")]:
         c.append(_cli(g, "unsupported target", label, "input", "--target", tgt))
-    c.append(_cli(g, "unsupported", "--bias", "input", "--bias"))
-    c.append(_cli(g, "unsupported", "--lam 0.1", "input", "--lam", "0.1"))
+    c.append(_cli(g, "out of range", "--lam 2 (η λ = 1: every step shrinks W to 0)", "input", "--lam", "2"))
+    c.append(_cli(g, "negative", "--lam -0.1", "input", "--lam", "-0.1"))
+    c.append(_cli(g, "unsupported", "--init spectral --m 2", "input", "--init", "spectral", "--m", "2"))
     c.append(_cli(g, "bad path", "--plot /nonexistent/dir/f.png", "input", "--plot",
                   "/nonexistent/dir/f.png"))
     c.append(_cli(g, "bad path", "--plot /proc/version (not writable)", "input", "--plot", "/proc/version"))
