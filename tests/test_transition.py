@@ -329,25 +329,38 @@ def test_a_failed_point_is_named_in_the_message(monkeypatch: pytest.MonkeyPatch)
 
 
 def test_kernel_paths_default_by_width() -> None:
-    """n_paths=None resolves to 8e4 kernel paths at width 2 and 2e4 at widths 1 and 3 (the
-    measured defaults of findings §10.1), and to 8e4 at width 1 on a label with a non-zero
-    mean (``z**2``: mean 1; findings §10.4); an explicit value is kept; the draws record it."""
+    """n_paths=None resolves to 2e4 kernel paths on a centred label at every width and to 8e4
+    at widths 1 and 2 on a label with a non-zero mean (``z**2``: mean 1; findings §10.4, §10.6);
+    null_rtol=None to 3e-3 at width 2 and 1e-4 elsewhere; an explicit value is kept; the draws
+    record both, and the cut-off reaches the draw's DMFT solve."""
     from dmftsolve.finite_d import default_kernel_paths, resolve_settings
 
-    assert [default_kernel_paths(m) for m in (1, 2, 3, 4)] == [20_000, 80_000, 20_000, 20_000]
+    assert [default_kernel_paths(m) for m in (1, 2, 3, 4)] == [20_000, 20_000, 20_000, 20_000]
     assert [default_kernel_paths(m, uncentred=True) for m in (1, 2, 3)] == [80_000, 80_000, 20_000]
     expected = {"z**2": 80_000, "abs(z)": 80_000, "z**2 - 1": 20_000, "z**2 - 1 + 0.5*eps": 20_000}
     for target, n in expected.items():
         p = Problem.build(target=target, activation="gelu", eta=0.5, steps=2)
         assert resolve_settings(TransitionSettings(), p).n_paths == n, target
     p2 = Problem.build(target="z**2 - 1", activation="gelu", m=2, eta=0.5, steps=2)
-    assert resolve_settings(TransitionSettings(), p2).n_paths == 80_000
+    assert resolve_settings(TransitionSettings(), p2).n_paths == 20_000
     assert resolve_settings(TransitionSettings(n_paths=4000), p2).n_paths == 4000
+    assert resolve_settings(TransitionSettings(), p2).null_rtol == 3e-3
+    assert resolve_settings(TransitionSettings(null_rtol=0.0), p2).null_rtol == 0.0
     r = success_probability(p2, 5.0, 200, settings=TransitionSettings(draws=2))
-    assert r.settings["n_paths"] == 80_000 and r.diagnostics["kernel_paths"] == 80_000
+    assert r.settings["n_paths"] == 20_000 and r.diagnostics["kernel_paths"] == 20_000
+    assert r.settings["null_rtol"] == 3e-3
+    p2u = Problem.build(target="z**2", activation="gelu", m=2, eta=0.5, steps=2)
+    assert resolve_settings(TransitionSettings(), p2u).n_paths == 80_000
     p1 = Problem.build(target="z**2 - 1", activation="gelu", eta=0.5, steps=2)
     r1 = success_probability(p1, 5.0, 200, settings=TransitionSettings(draws=2))
-    assert r1.settings["n_paths"] == 20_000
+    assert r1.settings["n_paths"] == 20_000 and r1.settings["null_rtol"] == 1e-4
+    from dmftsolve.finite_d.draws import solve_draw
+
+    s2 = resolve_settings(TransitionSettings(draws=2, null_rtol=0.02), p2)
+    assert solve_draw(p2, 5.0, 200, 0, 0.3, s2, 2).settings["null_rtol"] == 0.02
+    for bad in (1.0, -0.1, "0.1", True, float("nan")):
+        with pytest.raises(ValueError, match="null_rtol must be a number in"):
+            TransitionSettings(null_rtol=bad)
     with pytest.raises(ValueError, match="n_paths is None"):
         kernel_paths(TransitionSettings(), 100)
     with pytest.raises(ValueError, match="problem must be a Problem"):  # checked before resolving
@@ -396,7 +409,7 @@ def test_label_mean_warning_fires_on_uncentred_labels_at_the_default_paths() -> 
     deviation. References (closed forms): ``E[z²] = 1``, sd √2; ``E|z| = √(2/π) ≈ 0.80``, sd
     ``√(1 − 2/π) ≈ 0.60``; ``z² − 1``, ``z1*z2`` and ``z1 + z2² − 1`` have mean 0, and so has
     ``z² − 1 + 0.5 ε``. It names the paths and asks for 8e4 at width 1 (the default there, so it
-    is silent at the default) and 1.6e5 at width 2, and is silent with that many,
+    is silent at the default) and at width 2 (its uncentred default too), and is silent with that many,
     with ``paths_per_sample``, and for the other constructions."""
     from dmftsolve.finite_d import label_mean_warning
 
@@ -407,14 +420,15 @@ def test_label_mean_warning_fires_on_uncentred_labels_at_the_default_paths() -> 
     assert warn("z**2") is None  # width 1: the default is already the 8e4 it would ask for
     w = warn("z**2", n_paths=20_000)
     assert w is not None and "mean is 1 (sd 1.4)" in w and "(--paths 80000)" in w and "about 4x" in w
-    w2 = warn("abs(z)", m=2)
-    assert w2 is not None and "mean is 0.8 (sd 0.6" in w2 and "(--paths 160000)" in w2
+    assert warn("abs(z)", m=2) is None
+    w2 = warn("abs(z)", m=2, n_paths=20_000)
+    assert w2 is not None and "mean is 0.8 (sd 0.6" in w2 and "(--paths 80000)" in w2
     assert warn("z**2 + 0.5*eps", n_paths=20_000) is not None
     for t, m in (("z**2 - 1", 1), ("z1*z2", 2), ("z1 + z2**2 - 1", 2), ("z**2 - 1 + 0.5*eps", 1)):
         assert warn(t, m=m) is None and warn(t, m=m, n_paths=4000) is None, t
     assert warn("z**2", n_paths=80_000) is None
     assert warn("z**2", n_paths=79_999) is not None
-    assert warn("abs(z)", m=2, n_paths=160_000) is None
+    assert warn("abs(z)", m=2, n_paths=80_000) is None
     assert warn("z**2", paths_per_sample=2) is None
     assert warn("z**2", construction="initial") is None
 

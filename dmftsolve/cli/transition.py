@@ -20,6 +20,7 @@ from dmftsolve.cli._common import (
     floats,
     format_pm,
     format_table,
+    null_rtol,
     positive_int,
     problem_from_args,
     want_progress,
@@ -72,6 +73,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="forced/finite_n/initial (default: forced)")
     g.add_argument("--paths", type=positive_int("--paths", 10**7), default=None, metavar="N",
                    help="kernel paths (default: 20000 or 80000, see cli.md)")
+    g.add_argument("--null-rtol", type=null_rtol, default=None, metavar="X",
+                   help="innovation variance cut-off (default: by width)")
     g.add_argument("--paths-per-sample", type=float, default=None, metavar="X",
                    help="use round(X n) kernel paths (default: --paths)")
     g.add_argument("--force-weights", choices=("paired", "poisson"), default="paired", metavar="NAME",
@@ -208,7 +211,8 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"--draws must be at least 2, got {args.draws}")
     workers = min(workers, args.draws)
     s = TransitionSettings(draws=args.draws, seed=args.seed, construction=args.construction,
-                           n_paths=args.paths, workers=workers, paths_per_sample=args.paths_per_sample,
+                           n_paths=args.paths, null_rtol=args.null_rtol, workers=workers,
+                           paths_per_sample=args.paths_per_sample,
                            force_weights=args.force_weights, tol=args.tol,
                            path_dtype=args.path_dtype, stein_regression=args.stein_regression,
                            history=args.history, max_draws=max(args.max_draws, args.draws), start=args.start,

@@ -99,6 +99,7 @@ def draw_settings(problem: Problem, delta: float, d: int, s: TransitionSettings,
     if stop:
         kw["stop"] = FirstPassage(float(s.success_cosine), tuple(hard), s.give_up_factor)
     kw |= {"path_dtype": s.path_dtype, "method": Stein(regression=s.stein_regression),
+           "null_rtol": s.null_rtol,
            "history": s.history, "errors": "none", "test_loss": "none", "throw": False, "steps": T}
     return kw
 

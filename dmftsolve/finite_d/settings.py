@@ -22,7 +22,8 @@ from dmftsolve.finite_d.force import FORCE_WEIGHTS
 from dmftsolve.finite_d.stopping import GIVE_UP_FACTOR
 from dmftsolve.problem import Problem
 
-__all__ = ["TransitionSettings", "CONSTRUCTIONS", "INITS", "KERNEL_PATHS", "default_kernel_paths",
+__all__ = ["TransitionSettings", "CONSTRUCTIONS", "INITS", "KERNEL_PATHS", "NULL_RTOL",
+           "default_kernel_paths", "default_null_rtol",
            "recommended_kernel_paths", "resolve_settings", "kernel_paths", "label_moments",
            "label_is_uncentred", "LABEL_MEAN_WARN"]
 
@@ -38,14 +39,21 @@ INITS = ("random", "spectral")
 
 #: The kernel-path policy of a draw when ``TransitionSettings.n_paths`` is None: for each width,
 #: the paths on a centred label and on one with a non-zero mean (:func:`label_is_uncentred`);
-#: ``None`` is every width not listed. The uncentred entries at widths ≥ 2 are what
-#: :func:`~dmftsolve.finite_d.diagnostics.label_mean_warning` recommends; the defaults there stay
-#: the centred ones.
+#: ``None`` is every width not listed. At width 2 the entries hold with the width's cut-off of
+#: :data:`NULL_RTOL` (``docs/findings.md`` §10.6). ``recommended_uncentred`` is what
+#: :func:`~dmftsolve.finite_d.diagnostics.label_mean_warning` asks for on an uncentred label.
 KERNEL_PATHS: dict[int | None, dict[str, int]] = {
     1: {"centred": 20_000, "uncentred": 80_000, "recommended_uncentred": 80_000},
-    2: {"centred": 80_000, "uncentred": 80_000, "recommended_uncentred": 160_000},
+    2: {"centred": 20_000, "uncentred": 80_000, "recommended_uncentred": 80_000},
     None: {"centred": 20_000, "uncentred": 20_000, "recommended_uncentred": 40_000},
 }
+
+#: The zero-variance cut-off of a draw's innovations (``DMFTSettings.null_rtol``) when
+#: ``TransitionSettings.null_rtol`` is None, by width (``None``: every width not listed). An
+#: innovation whose conditional variance is below this fraction of ``Q(t,t)`` is treated as
+#: deterministic; Stein's response to one just above it is its moment divided by its standard
+#: deviation, so its noise grows as the cut-off falls (``docs/findings.md`` §10.6).
+NULL_RTOL: dict[int | None, float] = {2: 3e-3, None: 1e-4}
 
 #: ``|E[y]|`` above this fraction of ``sd(y)`` makes a label "uncentred" (:func:`label_is_uncentred`)
 LABEL_MEAN_WARN = 0.1
@@ -91,9 +99,21 @@ def default_kernel_paths(m: int, uncentred: bool = False) -> int:
     Examples
     --------
     >>> default_kernel_paths(1), default_kernel_paths(1, uncentred=True), default_kernel_paths(2)
-    (20000, 80000, 80000)
+    (20000, 80000, 20000)
     """
     return _policy(m)["uncentred" if uncentred else "centred"]
+
+
+def default_null_rtol(m: int) -> float:
+    """The zero-variance cut-off of a draw's innovations at width ``m`` when
+    ``TransitionSettings.null_rtol`` is None (:data:`NULL_RTOL`).
+
+    Examples
+    --------
+    >>> default_null_rtol(1), default_null_rtol(2), default_null_rtol(3)
+    (0.0001, 0.003, 0.0001)
+    """
+    return NULL_RTOL.get(int(m), NULL_RTOL[None])
 
 
 def recommended_kernel_paths(m: int, uncentred: bool) -> int:
@@ -126,6 +146,9 @@ class TransitionSettings:
     n_paths : int, optional
         Kernel paths of the ``"forced"`` and ``"initial"`` constructions. None (default):
         :func:`default_kernel_paths` of the problem's width and label (:data:`KERNEL_PATHS`).
+    null_rtol : float, optional
+        Zero-variance cut-off of each draw's innovations (``DMFTSettings.null_rtol``), in
+        ``[0, 1)``. None (default): :func:`default_null_rtol` of the problem's width.
     workers : int
         Processes for the draws in :func:`~dmftsolve.finite_d.transition` (1: in this
         process). Each draw keeps one BLAS thread; the result does not depend on ``workers``.
@@ -170,6 +193,7 @@ class TransitionSettings:
     success_cosine: float = 0.5
     construction: str = "forced"
     n_paths: int | None = None
+    null_rtol: float | None = None
     workers: int = 1
     paths_per_sample: float | None = None
     force_weights: str = "paired"
@@ -191,6 +215,10 @@ class TransitionSettings:
         if self.n_paths is not None:
             check_integer("n_paths", self.n_paths, 40)
         check_integer("workers", self.workers, 1)
+        r = self.null_rtol
+        real = (int, float, np.integer, np.floating)
+        if r is not None and (isinstance(r, (bool, np.bool_)) or not isinstance(r, real) or not 0 <= r < 1):
+            raise ValueError(f"null_rtol must be a number in [0, 1) or None, got {r!r:.80}")
         pps = self.paths_per_sample
         if pps is not None and (isinstance(pps, bool) or not isinstance(pps, (int, float))
                                 or not 0 < pps <= 1000):
@@ -226,11 +254,15 @@ class TransitionSettings:
 
 
 def resolve_settings(s: TransitionSettings, problem: Problem) -> TransitionSettings:
-    """``s`` with ``n_paths`` filled in for ``problem`` when it is None
-    (:func:`default_kernel_paths` of its width and of whether its label is centred)."""
-    if s.n_paths is not None:
-        return s
-    return dataclasses.replace(s, n_paths=default_kernel_paths(problem.m, label_is_uncentred(problem)))
+    """``s`` with ``n_paths`` and ``null_rtol`` filled in for ``problem`` where they are None
+    (:func:`default_kernel_paths` of its width and of whether its label is centred,
+    :func:`default_null_rtol` of its width)."""
+    fill: dict[str, Any] = {}
+    if s.n_paths is None:
+        fill["n_paths"] = default_kernel_paths(problem.m, label_is_uncentred(problem))
+    if s.null_rtol is None:
+        fill["null_rtol"] = default_null_rtol(problem.m)
+    return dataclasses.replace(s, **fill) if fill else s
 
 
 def kernel_paths(s: TransitionSettings, n: int) -> int:
