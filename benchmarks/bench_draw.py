@@ -13,7 +13,9 @@ widths 1 and 2:
   baseline) against the memory terms at the non-null innovations only (``history="compact"``).
 
 Run ``python benchmarks/bench_draw.py [--compare dtype|regression|compact] [--d 2000] [--steps 400]
-[--repeat 3] [--paths 20000] [--widths 1,2] [--json]``.
+[--repeat 3] [--paths 20000] [--widths 1,2] [--null-rtol X] [--json]``; widths 1–4. Each width also
+reports the draw's non-null innovations at step T (``nonnull_innovations``: what a step's memory
+work scales with), and ``--null-rtol`` sets the draws' zero-variance cut-off (default: the width's).
 """
 
 from __future__ import annotations
@@ -26,10 +28,11 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from dmftsolve import Problem
-from dmftsolve.finite_d import TransitionSettings, solve_draw
+from dmftsolve.finite_d import TransitionSettings, resolve_settings, solve_draw
 
-#: width -> δ below the theory's δ_50 (GeLU on ``z² − 1``, d = 2000: 7.3 at m = 1, 3.8 at m = 2)
-DELTA = {1: 5.5, 2: 2.5}
+#: width -> δ below the theory's δ_50 (GeLU on ``z² − 1``, d = 2000: 7.3 at m = 1, 3.8 at m = 2,
+#: 3.2 at m = 3, 3.0 at m = 4)
+DELTA = {1: 5.5, 2: 2.5, 3: 2.2, 4: 2.0}
 
 #: comparison -> (baseline, default): each a (label, path dtype, regress, history)
 VARIANTS = {
@@ -47,27 +50,36 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--paths", type=int, default=20_000)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--widths", default="1,2")
+    ap.add_argument("--null-rtol", type=float, default=None)
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args(argv)
+    widths = [int(x) for x in a.widths.split(",")]
+    if any(m not in DELTA for m in widths):
+        ap.error(f"--widths must be among {sorted(DELTA)}, got {a.widths!r}")
     base, new = VARIANTS[a.compare]
     out: dict = {"compare": a.compare, "d": a.d, "steps": a.steps, "paths": a.paths, "repeat": a.repeat,
-                 "baseline": base[0], "default": new[0]}
+                 "baseline": base[0], "default": new[0], "null_rtol": a.null_rtol}
     with threadpool_limits(1):
-        for m in (int(x) for x in a.widths.split(",")):
+        for m in widths:
             p = Problem.build(target="z**2 - 1", activation="gelu", m=m, eta=0.5, steps=a.steps)
             m0 = np.full((1, m), 0.05)
             times: dict[str, list[float]] = {base[0]: [], new[0]: []}
+            nonnull = 0
             for _ in range(a.repeat):
                 for label, dtype, reg, hist in (base, new):
-                    s = TransitionSettings(n_paths=a.paths, path_dtype=dtype, stein_regression=reg,
-                                           history=hist)
+                    s = resolve_settings(TransitionSettings(n_paths=a.paths, path_dtype=dtype,
+                                                            stein_regression=reg, history=hist,
+                                                            null_rtol=a.null_rtol), p)
                     t0 = time.perf_counter()
                     r = solve_draw(p, DELTA[m], a.d, 0, m0, s, a.steps)
                     times[label].append(time.perf_counter() - t0)
                     if not r.ok:
                         raise SystemExit(f"draw failed (m = {m}, {label}): {r.message}")
+                    null = np.asarray(r.diagnostics["zero_variance_innovations"])
+                    nonnull = int((a.steps + 1) * m - null.sum())
             med = {label: float(np.median(v)) for label, v in times.items()}
-            out[f"m{m}"] = {"seconds": med, "ratio_baseline_over_default": med[base[0]] / med[new[0]]}
+            out[f"m{m}"] = {"seconds": med, "ratio_baseline_over_default": med[base[0]] / med[new[0]],
+                            "nonnull_innovations": nonnull, "null_rtol": s.null_rtol}
     if a.json:
         print(json.dumps(out))
     else:
@@ -76,7 +88,8 @@ def main(argv: list[str] | None = None) -> dict:
             if key.startswith("m") and isinstance(v, dict):
                 sec = v["seconds"]
                 print(f"m = {key[1:]}: {base[0]} {sec[base[0]]:.2f} s, {new[0]} {sec[new[0]]:.2f} s, "
-                      f"ratio {v['ratio_baseline_over_default']:.2f}")
+                      f"ratio {v['ratio_baseline_over_default']:.2f}; {v['nonnull_innovations']} non-null "
+                      f"innovations (null_rtol {v['null_rtol']:g})")
     return out
 
 

@@ -152,6 +152,8 @@ CASES = [
     ("simulate-long-text-value", ["simulate", "--delta", "x" * 20000], 2, "--delta"),
     # --- transition (helper D's command)
     ("transition-d-0", ["transition", "--d", "0"], 2, "--d must be >= 1"),
+    ("transition-null-rtol-1", ["transition", "--null-rtol", "1"], 2, "--null-rtol must be in [0, 1)"),
+    ("transition-null-rtol-nan", ["transition", "--null-rtol", "nan"], 2, "--null-rtol"),
     # an empty list used to end in "max() arg is an empty sequence" (docs/bad_inputs.md)
     ("transition-delta-empty", ["transition", "--d", "100", "--delta="], 2,
      "argument --delta: expected comma-separated numbers, got an empty list"),
@@ -233,12 +235,16 @@ def test_ok_run_exits_0_and_stderr_is_quiet(capsys: pytest.CaptureFixture[str]) 
 
 
 def test_null_rtol_flag_reaches_the_solvers(capsys: pytest.CaptureFixture[str]) -> None:
-    """``--null-rtol`` is recorded in the JSON settings of ``dmft`` and ``threshold``."""
+    """``--null-rtol`` is recorded in the JSON settings of ``dmft``, ``threshold`` and ``transition``."""
     code, out, _ = _run(["dmft", *TINY_DMFT, "--null-rtol", "0.002", "--json"], capsys)
     assert code == 0 and json.loads(out)["settings"]["null_rtol"] == 0.002
     argv = ["threshold", *TINY_THR, "--bracket", "1,3", "--xtol", "0.5", "--null-rtol", "0.002", "--json"]
     code, out, _ = _run(argv, capsys)
     assert code == 0 and json.loads(out)["settings"]["null_rtol"] == 0.002
+    argv = ["transition", "--d", "100", "--delta", "3,5", "--draws", "2", "--steps", "20", "--workers", "1",
+            "--null-rtol", "0.002", "--json"]
+    _, out, _ = _run(argv, capsys)  # the tiny grid may not bracket δ_50; the settings are recorded either way
+    assert json.loads(out)["result"]["settings"]["null_rtol"] == 0.002
 
 
 def test_threshold_prints_the_answer_last_and_the_table_only_with_verbose(

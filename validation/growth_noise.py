@@ -137,7 +137,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             with threadpool_limits(1):
                 runs = [growth(cfg["m"], cfg["delta"], cfg["n_paths"], s, cfg.get("extra"))
                         for s in range(*cfg["seeds"])]
-            data[name] = {"settings": {k: v for k, v in cfg.items()}, "runs": runs,
+            data[name] = {"settings": dict(cfg), "runs": runs,
                           "summary": summarise(runs)}
             a.out.parent.mkdir(parents=True, exist_ok=True)
             a.out.write_text(json.dumps(data, indent=1))

@@ -215,10 +215,9 @@ class TransitionSettings:
         if self.n_paths is not None:
             check_integer("n_paths", self.n_paths, 40)
         check_integer("workers", self.workers, 1)
-        r = self.null_rtol
-        real = (int, float, np.integer, np.floating)
-        if r is not None and (isinstance(r, (bool, np.bool_)) or not isinstance(r, real) or not 0 <= r < 1):
-            raise ValueError(f"null_rtol must be a number in [0, 1) or None, got {r!r:.80}")
+        from dmftsolve.dynamics.dmft import check_null_rtol
+
+        check_null_rtol(self.null_rtol)
         pps = self.paths_per_sample
         if pps is not None and (isinstance(pps, bool) or not isinstance(pps, (int, float))
                                 or not 0 < pps <= 1000):
