@@ -10,9 +10,12 @@ widths 1 and 2:
 * ``--compare regression``: the plain Stein mean (the baseline) against the responses by
   regression on the innovations (``TransitionSettings.stein_regression``);
 * ``--compare compact``: every path's ``g`` history read each step (``history="full"``, the
-  baseline) against the memory terms at the non-null innovations only (``history="compact"``).
+  baseline) against the memory terms at the non-null innovations only (``history="compact"``);
+* ``--compare support``: the parameter side reading every row of the ``R`` and ``Q`` stores (the
+  baseline: the Stein estimator declaring ``zero_at_null = False``) against reading the rows of
+  the non-null innovations only, where its ``Γ`` rows can be non-zero.
 
-Run ``python benchmarks/bench_draw.py [--compare dtype|regression|compact] [--d 2000] [--steps 400]
+Run ``python benchmarks/bench_draw.py [--compare dtype|regression|compact|support] [--d 2000] [--steps 400]
 [--repeat 3] [--paths 20000] [--widths 1,2] [--null-rtol X] [--json]``; widths 1–4. Each width also
 reports the draw's non-null innovations at step T (``nonnull_innovations``: what a step's memory
 work scales with), and ``--null-rtol`` sets the draws' zero-variance cut-off (default: the width's).
@@ -21,25 +24,44 @@ work scales with), and ``--null-rtol`` sets the draws' zero-variance cut-off (de
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import time
+from collections.abc import Iterator
 
 import numpy as np
 from threadpoolctl import threadpool_limits
 
 from dmftsolve import Problem
+from dmftsolve.dynamics.stein import SteinResponse
 from dmftsolve.finite_d import TransitionSettings, resolve_settings, solve_draw
 
 #: width -> δ below the theory's δ_50 (GeLU on ``z² − 1``, d = 2000: 7.3 at m = 1, 3.8 at m = 2,
 #: 3.2 at m = 3, 3.0 at m = 4)
 DELTA = {1: 5.5, 2: 2.5, 3: 2.2, 4: 2.0}
 
-#: comparison -> (baseline, default): each a (label, path dtype, regress, history)
+#: comparison -> (baseline, default): each a (label, path dtype, regress, history, read every row)
 VARIANTS = {
-    "dtype": (("float64", "float64", True, "compact"), ("float32", "float32", True, "compact")),
-    "regression": (("plain mean", "float32", False, "compact"), ("regression", "float32", True, "compact")),
-    "compact": (("full history", "float32", True, "full"), ("compact history", "float32", True, "compact")),
+    "dtype": (("float64", "float64", True, "compact", False), ("float32", "float32", True, "compact", False)),
+    "regression": (("plain mean", "float32", False, "compact", False),
+                   ("regression", "float32", True, "compact", False)),
+    "compact": (("full history", "float32", True, "full", False),
+                ("compact history", "float32", True, "compact", False)),
+    "support": (("every row", "float32", True, "compact", True),
+                ("non-null rows", "float32", True, "compact", False)),
 }
+
+
+@contextlib.contextmanager
+def _every_row(on: bool) -> Iterator[None]:
+    """The Stein estimator declaring ``zero_at_null = False`` while ``on``: the parameter side
+    then reads every row of the kernel stores."""
+    old = SteinResponse.zero_at_null
+    SteinResponse.zero_at_null = not on and old
+    try:
+        yield
+    finally:
+        SteinResponse.zero_at_null = old
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -66,13 +88,14 @@ def main(argv: list[str] | None = None) -> dict:
             times: dict[str, list[float]] = {base[0]: [], new[0]: []}
             nonnull = 0
             for _ in range(a.repeat):
-                for label, dtype, reg, hist in (base, new):
+                for label, dtype, reg, hist, every in (base, new):
                     s = resolve_settings(TransitionSettings(n_paths=a.paths, path_dtype=dtype,
                                                             stein_regression=reg, history=hist,
                                                             null_rtol=a.null_rtol), p)
-                    t0 = time.perf_counter()
-                    r = solve_draw(p, DELTA[m], a.d, 0, m0, s, a.steps)
-                    times[label].append(time.perf_counter() - t0)
+                    with _every_row(every):
+                        t0 = time.perf_counter()
+                        r = solve_draw(p, DELTA[m], a.d, 0, m0, s, a.steps)
+                        times[label].append(time.perf_counter() - t0)
                     if not r.ok:
                         raise SystemExit(f"draw failed (m = {m}, {label}): {r.message}")
                     null = np.asarray(r.diagnostics["zero_variance_innovations"])

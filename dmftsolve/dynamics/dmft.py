@@ -620,11 +620,13 @@ class _Run:
         return step, Cnu, EVg_b
 
     def _advance(self, t: int, Gam: np.ndarray, Gam_b: np.ndarray, Cnu_b: np.ndarray,
-                 N_row: np.ndarray | None, EVg_b: np.ndarray, g: np.ndarray, R_row: np.ndarray) -> bool:
+                 N_row: np.ndarray | None, EVg_b: np.ndarray, g: np.ndarray, R_row: np.ndarray,
+                 support: np.ndarray | None = None) -> bool:
         """Store row ``t`` of ``Γ, Cg`` and advance ``Q, R, M, b`` to ``t+1``; False if non-finite.
 
         The per-batch arrays (``Gam_b, Cnu_b, EVg_b``) are advanced beside the pooled ones for the
-        batch errors; with ``errors="none"`` only the pooled ones are."""
+        batch errors; with ``errors="none"`` only the pooled ones are. ``support``: the columns
+        outside which every ``Γ`` row is zero (:func:`kernel_step`), or None."""
         m, eta, lam, held = self.m, self.eta, self.lam, self.held
         blk, blk2 = self._blk(t), self._blk(t + 1)
         tm, t1m = t * m, (t + 1) * m
@@ -644,7 +646,7 @@ class _Run:
         Cs = np.concatenate([Cn[None], Cnu_b])
         if N_row is None:
             N_row = memory_row(Cs, self.Rb, t, m, eta)
-        ks = kernel_step(self.Qb, Gt, Cs[:, :, tm:t1m], N_row, t, m, eta, lam)
+        ks = kernel_step(self.Qb, Gt, Cs[:, :, tm:t1m], N_row, t, m, eta, lam, support)
         Qnext = ks.Q_next
         Mt = self.M[t]
         Mnext = overlap_step(Mt[None], EVg_b, eta, lam, held)
@@ -724,9 +726,10 @@ class _Run:
             D = self._train_observables(t, V)
             step, Cnu_b, EVg_b = self._moments(t, z, g, null, D)
             Gam, Gam_b = self.estimator.row(step)
-            R_row = next_R_row(self.Rb, Gam, t, self.m, self.eta, self.lam)  # R(t+1, ≤t)
+            support = self.basis.nonnull if getattr(self.estimator, "zero_at_null", False) else None
+            R_row = next_R_row(self.Rb, Gam, t, self.m, self.eta, self.lam, support)  # R(t+1, ≤t)
             Cnu_b, N_row = self.history.advance(t, g, Gam, R_row, Cnu_b)
-            finite = self._advance(t, Gam, Gam_b, Cnu_b, N_row, EVg_b, g, R_row)
+            finite = self._advance(t, Gam, Gam_b, Cnu_b, N_row, EVg_b, g, R_row, support)
             self.out["test_loss"][t], self.out["test_loss_err"][t] = _test_loss(
                 self.problem, self.cfg.test_loss, self.M[t], self.Qb[blk, blk],
                 self.bvec[t] if self.problem.bias else None, self.test)
@@ -745,18 +748,19 @@ class _Run:
                   ) -> DMFTResult:
         m, n1 = self.m, self.T + 1
 
-        def blocks(A: np.ndarray) -> np.ndarray:
-            return A[: n1 * m, : n1 * m].reshape(n1, m, n1, m).transpose(0, 2, 1, 3).copy()
+        def blocks(A: np.ndarray) -> np.ndarray:  # a view: the solve is over, its stores are the result's
+            return A[: n1 * m, : n1 * m].reshape(n1, m, n1, m).transpose(0, 2, 1, 3)
 
-        Qfull = self.Qb
+        T1 = self._blk(self.T + 1)
+        Q_next = self.Qb[T1, T1].copy()
         if self.cfg.history == "compact":  # Q(s, u) with u null and s ≥ u + 2 was not computed
-            idx = np.arange(self.Qb.shape[0])
-            step = idx // m
-            nm = np.zeros(idx.size, dtype=bool)
+            step = np.arange(self.Qb.shape[0]) // m
+            nm = np.zeros(step.size, dtype=bool)
             nm[: self.basis.null_mask.size] = self.basis.null_mask
             lost = nm[None, :] & (step[:, None] >= step[None, :] + 2)
-            Qfull = np.where(lost | lost.T, np.nan, self.Qb)
-        Qk, Rk, Gk, Ck, Gek = (blocks(A) for A in (Qfull, self.Rb, self.Gb, self.Cb, self.Gb_err))
+            self.Qb[lost] = np.nan
+            self.Qb[lost.T] = np.nan
+        Qk, Rk, Gk, Ck, Gek = (blocks(A) for A in (self.Qb, self.Rb, self.Gb, self.Cb, self.Gb_err))
         Mk, bk = self.M[:n1].copy(), self.bvec[:n1].copy()
         out = self.out
         cos_dir = self.cos_dir.copy()
@@ -782,7 +786,6 @@ class _Run:
             bad = max(last + 1, 0)
             cos_dir[bad:] = np.nan
             blank_from(bad)
-        T1 = self._blk(self.T + 1)
         diagnostics = {
             "n_paths": self.N,
             "innovation_min_pivot": self.basis.min_pivot,
@@ -792,7 +795,7 @@ class _Run:
                            "batch means over n_batches, conditional on earlier kernels "
                            "(propagated kernel error not included)",
             "test_loss_source": self.cfg.test_loss,
-            "Q_next": self.Qb[T1, T1].copy() if status is Status.SUCCESS and end is None else None,
+            "Q_next": Q_next if status is Status.SUCCESS and end is None else None,
         } | self.estimator.diagnostics()
         if self.stop is not None:
             diagnostics |= self.stop.diagnostics(passed, gave_up)

@@ -27,7 +27,25 @@ __all__ = ["KernelStep", "next_R_row", "memory_row", "kernel_step", "overlap_ste
            "psd_violation"]
 
 
-def next_R_row(R: np.ndarray, Gamma_row: np.ndarray, t: int, m: int, eta: float, lam: float) -> np.ndarray:
+def _support(support: np.ndarray | None, t: int, m: int, lam: float) -> np.ndarray | None:
+    """The columns of ``Γ̃(t, ·) = Γ(t, ·) + λ I δ_{·t}`` that may be non-zero, sorted (None: all)."""
+    if support is None:
+        return None
+    cols = np.asarray(support, dtype=np.intp)
+    if lam:
+        cols = np.union1d(cols, np.arange(t * m, (t + 1) * m))
+    return cols
+
+
+def _with_ridge(Gamma: np.ndarray, t: int, m: int, lam: float) -> np.ndarray:
+    """``Γ̃ = Γ + λ I`` on the diagonal block of the last axis (a copy)."""
+    G = Gamma.copy()
+    G[..., t * m:(t + 1) * m] += lam * np.eye(m)
+    return G
+
+
+def next_R_row(R: np.ndarray, Gamma_row: np.ndarray, t: int, m: int, eta: float, lam: float,
+               support: np.ndarray | None = None) -> np.ndarray:
     """``R(t+1, ≤t) = R(t, ≤t) − η (Γ(t, ·) + λ I δ_{·t}) R(≤t, ≤t)``, shape ``(m, (t+1)m)``.
 
     Parameters
@@ -40,11 +58,16 @@ def next_R_row(R: np.ndarray, Gamma_row: np.ndarray, t: int, m: int, eta: float,
         The step and the width.
     eta, lam : float
         Step size and ridge.
+    support : numpy.ndarray, optional
+        Column indices outside which ``Γ(t, ·)`` is zero (Stein's ``Γ`` vanishes at the
+        null innovations): only those rows of ``R`` are read. Default: every column.
     """
     tm, t1m = t * m, (t + 1) * m
-    G = Gamma_row.copy()
-    G[:, tm:t1m] += lam * np.eye(m)
-    return R[tm:t1m, :t1m] - eta * (G @ R[:t1m, :t1m])
+    G = _with_ridge(Gamma_row, t, m, lam)
+    cols = _support(support, t, m, lam)
+    if cols is None:
+        return R[tm:t1m, :t1m] - eta * (G @ R[:t1m, :t1m])
+    return R[tm:t1m, :t1m] - eta * (G[:, cols] @ R[cols, :t1m])
 
 
 def memory_row(Cnu: np.ndarray, R: np.ndarray, t: int, m: int, eta: float) -> np.ndarray:
@@ -68,7 +91,7 @@ class KernelStep(NamedTuple):
 
 
 def kernel_step(Q: np.ndarray, Gamma: np.ndarray, Cnu_tt: np.ndarray, N_row: np.ndarray,
-                t: int, m: int, eta: float, lam: float) -> KernelStep:
+                t: int, m: int, eta: float, lam: float, support: np.ndarray | None = None) -> KernelStep:
     """Advance ``Q`` from step ``t`` to ``t+1`` (module docstring).
 
     Parameters
@@ -85,15 +108,21 @@ def kernel_step(Q: np.ndarray, Gamma: np.ndarray, Cnu_tt: np.ndarray, N_row: np.
         Step and width.
     eta, lam : float
         Step size and ridge.
+    support : numpy.ndarray, optional
+        Column indices outside which every ``Γ(t, ·)`` of the stack is zero: only those rows of
+        ``Q`` are read (:func:`next_R_row`). Default: every column.
     """
     tm, t1m = t * m, (t + 1) * m
-    Gt = Gamma.copy()
-    Gt[:, :, tm:t1m] += lam * np.eye(m)
-    GQ = Gt @ Q[:t1m, :t1m]
+    Gt = _with_ridge(Gamma, t, m, lam)
+    cols = _support(support, t, m, lam)
+    if cols is None:
+        cols = slice(0, t1m)
+    Gs = Gt[:, :, cols]  # Γ̃ on its support
+    GsT = Gs.transpose(0, 2, 1)
+    GQ = Gs @ Q[cols, :t1m]
     F = N_row + GQ  # E[φ ω^{≤tᵀ}]
-    GtT = Gt.transpose(0, 2, 1)
-    NG = N_row @ GtT
-    Ephi = Cnu_tt + NG + NG.transpose(0, 2, 1) + GQ @ GtT
+    NG = N_row[:, :, cols] @ GsT
+    Ephi = Cnu_tt + NG + NG.transpose(0, 2, 1) + GQ[:, :, cols] @ GsT
     Ft = F[:, :, tm:t1m]
     Qnext = Q[tm:t1m, tm:t1m][None] - eta * (Ft + Ft.transpose(0, 2, 1)) + eta**2 * Ephi
     Qnext = (Qnext + Qnext.transpose(0, 2, 1)) / 2

@@ -68,6 +68,7 @@ class PathwiseResponse:
     """
 
     needs_D = True
+    zero_at_null = False
 
     def __init__(self, *, n_batches: int, batch_size: int, steps: int, m: int) -> None:
         N = n_batches * batch_size

@@ -85,6 +85,9 @@ class ResponseEstimator(Protocol):
 
     #: whether the driver must evaluate ``D^t`` on every path at every step
     needs_D: bool
+    #: whether ``Γ(t, u)`` is zero at every zero-variance innovation ``u`` (then the parameter
+    #: side reads the kernels at the non-null innovations only); False when not set
+    zero_at_null: bool
 
     def row(self, step: StepMoments) -> tuple[np.ndarray, np.ndarray]:
         """``(Γ(t, ≤t) from all paths (m, t1m), per-batch estimates (B, m, t1m))``."""

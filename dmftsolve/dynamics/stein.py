@@ -89,6 +89,7 @@ class SteinResponse:
     """
 
     needs_D = False
+    zero_at_null = True  # Γ = Sgz L̃⁻¹ is formed on the non-null innovations only
 
     def __init__(self, *, n_batches: int, batch_size: int, steps: int, m: int, antithetic: bool,
                  regression: bool, p_ratio: float = 0.05) -> None:
