@@ -24,20 +24,23 @@ from validation.width_transition import CASES, JSON, _key, problem_of
 OUT = Path(__file__).resolve().parent / "results" / "width2_cutoff.jsonl"
 
 
-def search(case: str, d: int, paths: int, null_rtol: float | None, seed: int = 0,
-           workers: int = 2) -> dict[str, Any]:
+def search(case: str, d: int, paths: int | None, null_rtol: float | None, seed: int = 0,
+           workers: int = 2, paths_per_sample: float | None = None) -> dict[str, Any]:
     """One search (module docstring) and the stored GD δ_50 of the case."""
     from dmftsolve.finite_d.curve import transition
-    from dmftsolve.finite_d.settings import TransitionSettings, resolve_settings
+    from dmftsolve.finite_d.settings import TransitionSettings, kernel_paths, resolve_settings
 
     c = CASES[case]
     p = problem_of(case)
     s = resolve_settings(TransitionSettings(seed=seed, start=c["start"], workers=workers, n_paths=paths,
-                                            null_rtol=null_rtol), p)
-    t0 = time.perf_counter()
+                                            paths_per_sample=paths_per_sample, null_rtol=null_rtol), p)
+    t0, c0 = time.perf_counter(), time.process_time()
     res = transition(p, d, None, settings=s, throw=False, progress=False)
     gd = json.loads(JSON.read_text()).get(_key(c.get("gd_of", case), d, "gd")) or {}
-    return {"case": case, "d": d, "paths": s.n_paths, "null_rtol": s.null_rtol, "seed": seed,
+    n = int(round(res.delta_50 * d)) if np.isfinite(res.delta_50) else None
+    return {"case": case, "d": d, "paths": s.n_paths if paths_per_sample is None else None,
+            "paths_per_sample": paths_per_sample, "paths_at_delta_50": kernel_paths(s, n) if n else None,
+            "cpu": time.process_time() - c0, "null_rtol": s.null_rtol, "seed": seed,
             "delta_50": res.delta_50, "err": res.delta_50_err, "draws": int(np.sum(res.draws)),
             "wall": time.perf_counter() - t0, "status": res.status.value,
             "gd": [gd.get("delta_50"), gd.get("err")]}
@@ -65,6 +68,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("case", nargs="?")
     ap.add_argument("d", nargs="?", type=int)
     ap.add_argument("--paths", type=int, default=None)
+    ap.add_argument("--paths-per-sample", type=float, default=None)
     ap.add_argument("--null-rtol", type=float, default=None)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--workers", type=int, default=2)
@@ -76,7 +80,8 @@ def main(argv: list[str] | None = None) -> None:
         return
     if a.case not in CASES or a.d is None:
         ap.error(f"give a case of validation.width_transition and d; got {a.case!r}, {a.d!r}")
-    print(json.dumps(search(a.case, a.d, a.paths, a.null_rtol, a.seed, a.workers)), flush=True)
+    print(json.dumps(search(a.case, a.d, a.paths, a.null_rtol, a.seed, a.workers,
+                                  a.paths_per_sample)), flush=True)
 
 
 if __name__ == "__main__":
