@@ -20,7 +20,7 @@ The machine load (``os.getloadavg``) is printed beside each timing: on a shared 
 the process-pool ratio is bounded by the idle cores.
 
 Edge march passes (``--edge-march``): :func:`dmftsolve.hessian._resolvent.left_edge_march`
-with one pass (before 2026-12-02) against the default refining passes, on the m = 2 laws where
+with one pass (``passes=1``) against the default refining passes, on the m = 2 laws where
 the single pass stepped over an island (r² on ``y = z²``, δ = 1.5, t = 20, 10⁴ paths, DMFT seeds
 0 and 1): time ratio and both edges.
 

@@ -66,12 +66,12 @@ FULL = {"T": 60, "times": (5, 10, 20, 40, 60), "gd": {500: 100, 1000: 60, 2000: 
 #: ``gd_skip`` is in JSONs made before every d was run)
 RUN_KEYS = ("gd", "gd_skip")
 #: T = 8, not 10: with 2000 paths at d = 100 one paired forced draw of r² on z² (m_0 = 0.50)
-#: goes into a period-2 oscillation after learning and diverges at step 45 (NONFINITE), on the
-#: machine of 2026-12-02 (numpy 2.4.6) though not on the previous one; 40 steps stay short of it.
+#: goes into a period-2 oscillation after learning and diverges at step 45 (NONFINITE) on some
+#: CPUs (numpy 2.4.6) though not on others; 40 steps stay short of it.
 #: The paired draws run in float64 here: in float32 (the library's default, and the full run's)
 #: rounding that differs between CPUs decides which of these 2000-path draws diverge after
-#: learning (m_0 = 1.69 lost positive semidefiniteness at step 38 on one machine of
-#: 2026-12-06 and not on the one before), and the check is of the start, not of that.
+#: learning (m_0 = 1.69 lost positive semidefiniteness at step 38 on one machine and not on
+#: another), and the check is of the start, not of that.
 QUICK = {"T": 8, "times": (4, 8), "gd": {100: 8}, "pathwise_T": 10, "paths": 2000,
          "replicates": 2, "draws": 8, "theory_d": 100, "path_dtype": "float64"}
 

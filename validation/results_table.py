@@ -52,16 +52,11 @@ Full size (the δ_NN cells take hours; the δ_50 column alone: ``--quantities d5
 
     python -m validation.results_table --workers 2
 
-Estimated cost on one core: δ_alg 0.1–8 s per target. δ_NN(t·η = 1), 3 seeds: measured here
-8 s for GeLU, m = 1, ``z² − 1`` (6.66 ± 0.72) but **527 s** for the same row at m = 2
-(6.26 ± 0.54), on the shared machine (a later run, 2026-12-02: 240–290 s per GeLU m = 2 row,
-two at a time; after the edge march's refining passes, 10 GeLU and r² m = 2 rows took 30 min
-on one core beside another job). The long-time rule (T = 200) costs ≈ 50 s per m = 1 row
-(findings §7) and 195–465 s per m = 2 row (measured 2026-12-02, two at a time beside a GD
-job, after the m = 2 solve was unrolled; before, about an hour was estimated; with
-``null_rtol = 1e-3`` and nothing else running, 83–339 s, 24 rows in 30 min on 2 cores). So
-24 m = 1 rows ≈ 30 min, 24 m = 2 rows ≈ 2 CPU-hours. δ_50: one search per row, 10 s to
-15 min on one core (the measured CPU time of each is in the Commands section of the page).
+Cost on one core (each cell's own time is in ``results_table.json`` and under Commands on the
+page): δ_alg 0.1–8 s per target; δ_NN(t·η = 1), 3 seeds, 8 s per GeLU m = 1 row and 4–9 min
+per GeLU m = 2 row; the long-time rule (T = 200) about 50 s per m = 1 row and 1.5–8 min per
+m = 2 row; δ_50 one search per row, 10 s to 20 min. So the 24 m = 1 rows take about 30 min and
+the 24 m = 2 rows about 2 CPU-hours.
 ``--quantities`` computes a subset
 (e.g. ``alg,nn_early``); ``--only``, ``--widths``, ``--activations`` select rows.
 ``--quick`` (the test): three rows with tiny settings, written to ``--out``.

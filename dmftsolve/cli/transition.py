@@ -155,7 +155,7 @@ def _check_transition_cost(args: argparse.Namespace, problem: Any, s: Any) -> No
     what = f"{draws} DMFT draws of {problem.training.steps} steps with up to {N} paths"
     if args.delta is None and total <= MAX_SECONDS:
         # the search stops long before --max-draws as a rule, but its first batch of --draws
-        # draws is certain: estimated from that (--draws 100000 used to start without a word)
+        # draws is certain: estimated from that, so a huge --draws is caught before it starts
         first = min(s.draws, s.max_draws)
         total = _draw_seconds(problem, N, s) * first / max(1, s.workers)
         what = f"the search's first batch of {first} DMFT draws of {problem.training.steps} steps"

@@ -69,24 +69,23 @@ executor (``--workers``/``--dask``) and the point is cached.
 
 Run
 ---
-Full size (not run with this default δ list; the run of 2026-12-02 is below)::
+Full size (not run with this default δ list; the run that made the figure is below)::
 
     python -m validation.figures.spectral_init --trials 20 --workers 2
 
 (defaults: GeLU, η = 0.5, 1000 GD steps, on ``z² − 1`` and on ``z²`` (``--cases``; the r²
 cases use η = 0.1, 2000 steps), d = 1000 and 2000, δ = 1, 2, …, 8, 20 trials per point,
-cosine recorded every 10 steps, seed 0, preprocessing ``lal``.) Measured cost (2026-12-02,
-one worker, the other core busy): a trial (both starts stepped together, 1000 steps, plus the
+cosine recorded every 10 steps, seed 0, preprocessing ``lal``.) Cost (one worker, the other
+core busy): a trial (both starts stepped together, 1000 steps, plus the
 spectral vector) takes about 1 s per unit of δ at d = 1000 (0.7 s at δ = 0.75, 9.2 s at
 δ = 9), so 20 trials at δ = 1, …, 8 cost ≈ 12 min per case at d = 1000 and ≈ 4× that at
-d = 2000: the full default ≈ 2 CPU-hours (an earlier estimate from ``success_curves.py``'s
-runs at larger δ said 8). The theory, one warm-start DMFT of 1000 steps with 2·10⁴ paths per
+d = 2000: the full default ≈ 2 CPU-hours. The theory, one warm-start DMFT of 1000 steps with 2·10⁴ paths per
 δ, takes about 1 min (57–58 s measured with both other cores busy; 200 steps took 2 s). Run so far::
 
     python -m validation.figures.spectral_init --cases gelu_z2m1,gelu_z2 --ds 1000,2000 \
         --deltas 0.75,1,1.5,2,2.5,3,4,5,7,9 --trials 20 --workers 1
 
-(d = 1000: 30 min; d = 2000: 104 min on one core with the other busy, 2026-12-02.)
+(d = 1000: 30 min; d = 2000: 104 min on one core with the other busy.)
 
 ``--quick`` (the test): d = 60, one case, 3 δ, 2 trials.
 """
