@@ -329,28 +329,41 @@ def test_a_failed_point_is_named_in_the_message(monkeypatch: pytest.MonkeyPatch)
 
 
 def test_kernel_paths_default_by_width() -> None:
-    """n_paths=None resolves to 2e4 kernel paths on a centred label at every width and to 8e4
-    at widths 1 and 2 on a label with a non-zero mean (``z**2``: mean 1; findings §10.4, §10.6);
-    null_rtol=None to 3e-3 at width 2 and 1e-4 elsewhere; an explicit value is kept; the draws
-    record both, and the cut-off reaches the draw's DMFT solve."""
-    from dmftsolve.finite_d import default_kernel_paths, resolve_settings
+    """With neither n_paths nor paths_per_sample given, a centred label gets 2e4 kernel paths at
+    width 1 and 2n (n = δd GD samples), at least 5000, at widths 2 and more; a label with a
+    non-zero mean (``z**2``: mean 1; findings §10.4, §10.6) 8e4 at widths 1 and 2. null_rtol=None
+    resolves to 1e-4 at width 1 and 3e-3 at the other widths; explicit values are kept (a given
+    paths_per_sample gets no least number); the draws record them, and the cut-off reaches the
+    draw's DMFT solve."""
+    from dmftsolve.finite_d import default_kernel_paths, default_paths_per_sample, resolve_settings
 
-    assert [default_kernel_paths(m) for m in (1, 2, 3, 4)] == [20_000, 20_000, 20_000, 20_000]
+    assert [default_kernel_paths(m) for m in (1, 2, 3, 4)] == [20_000, 5000, 5000, 5000]
+    assert [default_paths_per_sample(m) for m in (1, 2, 3, 4)] == [None, 2.0, 2.0, 2.0]
     assert [default_kernel_paths(m, uncentred=True) for m in (1, 2, 3)] == [80_000, 80_000, 20_000]
+    assert [default_paths_per_sample(m, uncentred=True) for m in (1, 2, 3)] == [None, None, None]
     expected = {"z**2": 80_000, "abs(z)": 80_000, "z**2 - 1": 20_000, "z**2 - 1 + 0.5*eps": 20_000}
     for target, n in expected.items():
         p = Problem.build(target=target, activation="gelu", eta=0.5, steps=2)
-        assert resolve_settings(TransitionSettings(), p).n_paths == n, target
+        s = resolve_settings(TransitionSettings(), p)
+        assert (s.n_paths, s.paths_per_sample) == (n, None), target
     p2 = Problem.build(target="z**2 - 1", activation="gelu", m=2, eta=0.5, steps=2)
-    assert resolve_settings(TransitionSettings(), p2).n_paths == 20_000
-    assert resolve_settings(TransitionSettings(n_paths=4000), p2).n_paths == 4000
-    assert resolve_settings(TransitionSettings(), p2).null_rtol == 3e-3
+    s2 = resolve_settings(TransitionSettings(), p2)
+    assert (s2.n_paths, s2.paths_per_sample) == (5000, 2.0)
+    assert [kernel_paths(s2, n) for n in (1000, 2500, 3000, 7001)] == [5000, 5000, 6000, 14002]
+    assert (resolve_settings(TransitionSettings(n_paths=4000), p2).paths_per_sample) is None
+    given = resolve_settings(TransitionSettings(paths_per_sample=1.0), p2)
+    assert given.n_paths is None and kernel_paths(given, 1000) == 1000
+    assert kernel_paths(TransitionSettings(n_paths=3000, paths_per_sample=1.0), 1000) == 3000
+    assert s2.null_rtol == 3e-3
     assert resolve_settings(TransitionSettings(null_rtol=0.0), p2).null_rtol == 0.0
     r = success_probability(p2, 5.0, 200, settings=TransitionSettings(draws=2))
-    assert r.settings["n_paths"] == 20_000 and r.diagnostics["kernel_paths"] == 20_000
+    assert r.settings["n_paths"] == 5000 and r.settings["paths_per_sample"] == 2.0
+    assert r.diagnostics["kernel_paths"] == 5000  # 2n = 2000 at δ = 5, d = 200: the least number
     assert r.settings["null_rtol"] == 3e-3
     p2u = Problem.build(target="z**2", activation="gelu", m=2, eta=0.5, steps=2)
     assert resolve_settings(TransitionSettings(), p2u).n_paths == 80_000
+    p3 = Problem.build(target="z**2 - 1", activation="gelu", m=3, eta=0.5, steps=2)
+    assert resolve_settings(TransitionSettings(), p3).null_rtol == 3e-3
     p1 = Problem.build(target="z**2 - 1", activation="gelu", eta=0.5, steps=2)
     r1 = success_probability(p1, 5.0, 200, settings=TransitionSettings(draws=2))
     assert r1.settings["n_paths"] == 20_000 and r1.settings["null_rtol"] == 1e-4

@@ -18,6 +18,7 @@ from dmftsolve._lazy import lazy_getattr
 _EXPORTS = {
     "TransitionSettings": "dmftsolve.finite_d.settings",
     "default_kernel_paths": "dmftsolve.finite_d.settings",
+    "default_paths_per_sample": "dmftsolve.finite_d.settings",
     "recommended_kernel_paths": "dmftsolve.finite_d.settings",
     "resolve_settings": "dmftsolve.finite_d.settings",
     "label_is_uncentred": "dmftsolve.finite_d.settings",

@@ -23,7 +23,7 @@ from dmftsolve.finite_d.stopping import GIVE_UP_FACTOR
 from dmftsolve.problem import Problem
 
 __all__ = ["TransitionSettings", "CONSTRUCTIONS", "INITS", "KERNEL_PATHS", "NULL_RTOL",
-           "default_kernel_paths", "default_null_rtol",
+           "default_kernel_paths", "default_paths_per_sample", "default_null_rtol",
            "recommended_kernel_paths", "resolve_settings", "kernel_paths", "label_moments",
            "label_is_uncentred", "LABEL_MEAN_WARN"]
 
@@ -37,15 +37,18 @@ CONSTRUCTIONS = {
 #: GD's starts (``TransitionSettings.init``)
 INITS = ("random", "spectral")
 
-#: The kernel-path policy of a draw when ``TransitionSettings.n_paths`` is None: for each width,
-#: the paths on a centred label and on one with a non-zero mean (:func:`label_is_uncentred`);
-#: ``None`` is every width not listed. At width 2 the entries hold with the width's cut-off of
-#: :data:`NULL_RTOL` (``docs/findings.md`` §10.6). ``recommended_uncentred`` is what
+#: The kernel-path policy of a draw when neither ``TransitionSettings.n_paths`` nor
+#: ``paths_per_sample`` is given: for each width, the paths on a centred label and on one with a
+#: non-zero mean (:func:`label_is_uncentred`); ``None`` is every width not listed. Where
+#: ``centred_per_sample`` is listed, a draw on a centred label uses that many paths per GD sample
+#: (``N = 2n``, the fewest with which the paired force weights give GD's curvature along θ*), and
+#: at least ``centred``. The entries hold with the width's cut-off of :data:`NULL_RTOL`
+#: (``docs/findings.md`` §10.6, §10.7). ``recommended_uncentred`` is what
 #: :func:`~dmftsolve.finite_d.diagnostics.label_mean_warning` asks for on an uncentred label.
-KERNEL_PATHS: dict[int | None, dict[str, int]] = {
+KERNEL_PATHS: dict[int | None, dict[str, float]] = {
     1: {"centred": 20_000, "uncentred": 80_000, "recommended_uncentred": 80_000},
-    2: {"centred": 20_000, "uncentred": 80_000, "recommended_uncentred": 80_000},
-    None: {"centred": 20_000, "uncentred": 20_000, "recommended_uncentred": 40_000},
+    2: {"centred": 5_000, "centred_per_sample": 2.0, "uncentred": 80_000, "recommended_uncentred": 80_000},
+    None: {"centred": 5_000, "centred_per_sample": 2.0, "uncentred": 20_000, "recommended_uncentred": 40_000},
 }
 
 #: The zero-variance cut-off of a draw's innovations (``DMFTSettings.null_rtol``) when
@@ -53,7 +56,7 @@ KERNEL_PATHS: dict[int | None, dict[str, int]] = {
 #: innovation whose conditional variance is below this fraction of ``Q(t,t)`` is treated as
 #: deterministic; Stein's response to one just above it is its moment divided by its standard
 #: deviation, so its noise grows as the cut-off falls (``docs/findings.md`` §10.6).
-NULL_RTOL: dict[int | None, float] = {2: 3e-3, None: 1e-4}
+NULL_RTOL: dict[int | None, float] = {1: 1e-4, None: 3e-3}
 
 #: ``|E[y]|`` above this fraction of ``sd(y)`` makes a label "uncentred" (:func:`label_is_uncentred`)
 LABEL_MEAN_WARN = 0.1
@@ -88,20 +91,34 @@ def label_is_uncentred(problem: Problem) -> bool:
     return math.isfinite(mean) and math.isfinite(sd) and abs(mean) > LABEL_MEAN_WARN * sd + 3 * sd / 2**8
 
 
-def _policy(m: int) -> dict[str, int]:
+def _policy(m: int) -> dict[str, float]:
     return KERNEL_PATHS.get(int(m), KERNEL_PATHS[None])
 
 
 def default_kernel_paths(m: int, uncentred: bool = False) -> int:
-    """Kernel paths of a draw at width ``m`` when ``TransitionSettings.n_paths`` is None
-    (:data:`KERNEL_PATHS`).
+    """Kernel paths of a draw at width ``m`` when neither ``TransitionSettings.n_paths`` nor
+    ``paths_per_sample`` is given (:data:`KERNEL_PATHS`); where the width's policy scales the
+    paths with the samples (:func:`default_paths_per_sample`), the least number.
 
     Examples
     --------
     >>> default_kernel_paths(1), default_kernel_paths(1, uncentred=True), default_kernel_paths(2)
-    (20000, 80000, 20000)
+    (20000, 80000, 5000)
     """
-    return _policy(m)["uncentred" if uncentred else "centred"]
+    return int(_policy(m)["uncentred" if uncentred else "centred"])
+
+
+def default_paths_per_sample(m: int, uncentred: bool = False) -> float | None:
+    """Kernel paths per GD sample of a draw at width ``m`` when neither ``n_paths`` nor
+    ``paths_per_sample`` is given (:data:`KERNEL_PATHS`), or None where the policy is a fixed
+    number.
+
+    Examples
+    --------
+    >>> default_paths_per_sample(1), default_paths_per_sample(2), default_paths_per_sample(2, uncentred=True)
+    (None, 2.0, None)
+    """
+    return None if uncentred else _policy(m).get("centred_per_sample")
 
 
 def default_null_rtol(m: int) -> float:
@@ -111,7 +128,7 @@ def default_null_rtol(m: int) -> float:
     Examples
     --------
     >>> default_null_rtol(1), default_null_rtol(2), default_null_rtol(3)
-    (0.0001, 0.003, 0.0001)
+    (0.0001, 0.003, 0.003)
     """
     return NULL_RTOL.get(int(m), NULL_RTOL[None])
 
@@ -119,7 +136,7 @@ def default_null_rtol(m: int) -> float:
 def recommended_kernel_paths(m: int, uncentred: bool) -> int:
     """The kernel paths :func:`~dmftsolve.finite_d.diagnostics.label_mean_warning` asks for
     (:data:`KERNEL_PATHS`)."""
-    return _policy(m)["recommended_uncentred" if uncentred else "centred"]
+    return int(_policy(m)["recommended_uncentred" if uncentred else "centred"])
 
 
 @dataclass(frozen=True)
@@ -144,8 +161,10 @@ class TransitionSettings:
         overlaps), ``"finite_n"`` (``N = n`` unpaired paths, everything at GD's sample size),
         ``"initial"`` (no finite-``n`` source: only the random start).
     n_paths : int, optional
-        Kernel paths of the ``"forced"`` and ``"initial"`` constructions. None (default):
-        :func:`default_kernel_paths` of the problem's width and label (:data:`KERNEL_PATHS`).
+        Kernel paths of the ``"forced"`` and ``"initial"`` constructions; with
+        ``paths_per_sample`` also given, the least number. None with ``paths_per_sample`` None
+        (default): the policy of the problem's width and label (:data:`KERNEL_PATHS`,
+        :func:`resolve_settings`).
     null_rtol : float, optional
         Zero-variance cut-off of each draw's innovations (``DMFTSettings.null_rtol``), in
         ``[0, 1)``. None (default): :func:`default_null_rtol` of the problem's width.
@@ -153,8 +172,8 @@ class TransitionSettings:
         Processes for the draws in :func:`~dmftsolve.finite_d.transition` (1: in this
         process). Each draw keeps one BLAS thread; the result does not depend on ``workers``.
     paths_per_sample : float, optional
-        If given, the kernels use ``round(paths_per_sample · n)`` paths (``n = δd``) instead of
-        ``n_paths``.
+        If given, the kernels use ``round(paths_per_sample · n)`` paths (``n = δd``), and at
+        least ``n_paths`` when that is given too.
     force_weights : {"paired", "poisson"}
         The weights of the ``"forced"`` construction's force
         (:class:`~dmftsolve.finite_d.force.BootstrapForce`).
@@ -253,27 +272,47 @@ class TransitionSettings:
 
 
 def resolve_settings(s: TransitionSettings, problem: Problem) -> TransitionSettings:
-    """``s`` with ``n_paths`` and ``null_rtol`` filled in for ``problem`` where they are None
-    (:func:`default_kernel_paths` of its width and of whether its label is centred,
-    :func:`default_null_rtol` of its width)."""
+    """``s`` with the kernel-path policy and ``null_rtol`` filled in for ``problem`` where they
+    are None: with neither ``n_paths`` nor ``paths_per_sample`` given, both from the policy of
+    the problem's width and label (:func:`default_kernel_paths`, :func:`default_paths_per_sample`);
+    ``null_rtol`` from :func:`default_null_rtol` of its width.
+
+    Examples
+    --------
+    >>> from dmftsolve import Problem
+    >>> s = resolve_settings(TransitionSettings(), Problem.build(target="z**2 - 1", m=2))
+    >>> s.n_paths, s.paths_per_sample, s.null_rtol
+    (5000, 2.0, 0.003)
+    """
     fill: dict[str, Any] = {}
-    if s.n_paths is None:
-        fill["n_paths"] = default_kernel_paths(problem.m, label_is_uncentred(problem))
+    if s.n_paths is None and s.paths_per_sample is None:
+        uncentred = label_is_uncentred(problem)
+        fill["n_paths"] = default_kernel_paths(problem.m, uncentred)
+        fill["paths_per_sample"] = default_paths_per_sample(problem.m, uncentred)
     if s.null_rtol is None:
         fill["null_rtol"] = default_null_rtol(problem.m)
     return dataclasses.replace(s, **fill) if fill else s
 
 
 def kernel_paths(s: TransitionSettings, n: int) -> int:
-    """Kernel paths ``N`` of a ``"forced"`` / ``"initial"`` draw at sample size ``n``.
+    """Kernel paths ``N`` of a ``"forced"`` / ``"initial"`` draw at sample size ``n``:
+    ``n_paths``, or ``round(paths_per_sample · n)`` and at least ``n_paths``.
 
-    Raises ``ValueError`` when ``paths_per_sample · n`` is below 40 paths."""
+    Raises ``ValueError`` when that is below 40 paths.
+
+    Examples
+    --------
+    >>> kernel_paths(TransitionSettings(n_paths=5000, paths_per_sample=2.0), 1000)
+    5000
+    >>> kernel_paths(TransitionSettings(n_paths=5000, paths_per_sample=2.0), 7000)
+    14000
+    """
     if s.paths_per_sample is None:
         if s.n_paths is None:
             raise ValueError("n_paths is None: resolve it for the problem's width first "
                              "(resolve_settings)")
         return s.n_paths
-    N = int(round(s.paths_per_sample * n))
+    N = max(int(round(s.paths_per_sample * n)), s.n_paths or 0)
     if N < 40:
         raise ValueError(f"paths_per_sample={s.paths_per_sample:g} gives {N} kernel paths at n = {n} "
                          "samples; at least 40 are needed (raise it, or give n_paths instead)")

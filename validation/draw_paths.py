@@ -1,12 +1,14 @@
-"""Width 2: the draws' zero-variance cut-off and kernel paths against GD's δ_50 (findings §10.6).
+"""The draws' kernel paths and zero-variance cut-off against GD's δ_50 (findings §10.6, §10.7).
 
 Each run is the self-bracketing search of ``dmftsolve transition`` at its defaults for one case of
-:mod:`validation.width_transition` (its first δ, GeLU or r², T = 400 or 600), with the kernel paths
-``--paths`` and the cut-off ``--null-rtol`` given, against that module's stored GD δ_50.
+:mod:`validation.width_transition` (its first δ, GeLU or r², widths 2–4, T = 400 or 600), with the
+kernel paths (``--paths N``, or ``--paths-per-sample X`` for ``round(X n)`` at ``n = δd``) and the
+cut-off ``--null-rtol`` given, against that module's stored GD δ_50.
 
-Run ``python -m validation.width2_cutoff CASE D --paths N --null-rtol X [--seed S]``: prints one
-JSON line (appended by hand to ``validation/results/width2_cutoff.jsonl``); ``--report`` writes
-``width2_cutoff.md`` from the stored lines.
+Run ``python -m validation.draw_paths CASE D [--paths N | --paths-per-sample X] --null-rtol X
+[--seed S] [--workers W]``: prints one JSON line (appended by hand to
+``validation/results/draw_paths.jsonl``); ``--report`` writes ``draw_paths.md`` from the stored
+lines. Each line records the kernel paths at the search's δ_50 and the search's CPU time.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import numpy as np
 
 from validation.width_transition import CASES, JSON, _key, problem_of
 
-OUT = Path(__file__).resolve().parent / "results" / "width2_cutoff.jsonl"
+OUT = Path(__file__).resolve().parent / "results" / "draw_paths.jsonl"
 
 
 def search(case: str, d: int, paths: int | None, null_rtol: float | None, seed: int = 0,
@@ -46,20 +48,29 @@ def search(case: str, d: int, paths: int | None, null_rtol: float | None, seed: 
             "gd": [gd.get("delta_50"), gd.get("err")]}
 
 
+def _paths(r: dict[str, Any]) -> str:
+    if r.get("paths_per_sample") is None:
+        return str(r["paths"])
+    return f"{r['paths_per_sample']:g}n ({r['paths_at_delta_50']} at δ_50)"
+
+
 def report(rows: list[dict[str, Any]]) -> str:
-    L = ["# Width 2: the draws' zero-variance cut-off against GD", "",
-         "`python -m validation.width2_cutoff` (module docstring). "
-         "Bar: max(0.3, 5 % of GD's δ_50).", "",
+    L = ["# The draws' kernel paths and zero-variance cut-off against GD", "",
+         "`python -m validation.draw_paths` (module docstring). "
+         "Bar: max(0.3, 5 % of GD's δ_50). Wall and CPU time of the search (one process unless "
+         "the wall time is below the CPU time).", "",
          "| case | d | paths | null_rtol | seed | theory δ_50 (draws) | GD δ_50 | theory − GD "
-         "| within? | wall s |",
-         "|---|---|---|---|---|---|---|---|---|---|"]
-    for r in sorted(rows, key=lambda r: (r["null_rtol"], r["paths"], r["case"], r["d"], r["seed"])):
+         "| within? | wall s | CPU s |",
+         "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in sorted(rows, key=lambda r: (r["null_rtol"], r.get("paths_per_sample") is None,
+                                         r["paths"] or 0, r["case"], r["d"], r["seed"])):
         g, ge = r["gd"]
         off = r["delta_50"] - g
         ok = abs(off) <= max(0.3, 0.05 * g)
-        L.append(f"| {r['case']} | {r['d']} | {r['paths']} | {r['null_rtol']:g} | {r['seed']} | "
+        cpu = f"{r['cpu']:.0f}" if "cpu" in r else "—"
+        L.append(f"| {r['case']} | {r['d']} | {_paths(r)} | {r['null_rtol']:g} | {r['seed']} | "
                  f"{r['delta_50']:.2f} ± {r['err']:.2f} ({r['draws']}) | {g:.2f} ± {ge:.2f} | {off:+.2f} | "
-                 f"{'yes' if ok else 'no'} | {r['wall']:.0f} |")
+                 f"{'yes' if ok else 'no'} | {r['wall']:.0f} | {cpu} |")
     return "\n".join(L) + "\n"
 
 
