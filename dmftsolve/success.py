@@ -23,13 +23,14 @@ array([[0.6, 0. ]])
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 __all__ = ["direction_projections", "success_statistic", "success_directions", "largest_cosine",
-           "largest_cosines"]
+           "largest_cosines", "projections_and_largest_cosine"]
 
 
 def direction_projections(M: np.ndarray, G: np.ndarray) -> np.ndarray:
@@ -159,3 +160,46 @@ def largest_cosine(M: np.ndarray, Q: np.ndarray) -> float:
     this is ``|M|/√(M² + Q)``.
     """
     return float(largest_cosines(np.atleast_2d(M)[None], np.atleast_2d(Q)[None])[0])
+
+
+def projections_and_largest_cosine(M: np.ndarray, Q: np.ndarray) -> tuple[np.ndarray, float]:
+    """:func:`direction_projections` and :func:`largest_cosine` of one network from one
+    eigendecomposition of its Gram ``G = MᵀM + Q`` (what a DMFT step needs of both).
+
+    Parameters
+    ----------
+    M : ndarray, shape (k, m)
+        Overlaps ``Θ*ᵀW``.
+    Q : ndarray, shape (m, m)
+        Gram of the orthogonal part.
+
+    Returns
+    -------
+    projections : ndarray, shape (k,)
+        ``‖P_W θ*_j‖``, NaN if ``M`` or ``G`` is not finite.
+    cosine : float
+        The largest principal cosine, NaN likewise.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> p, c = projections_and_largest_cosine(np.array([[0.6, 0.0]]), np.diag([0.64, 1.0]))
+    >>> p.round(6), round(c, 6)
+    (array([0.6]), 0.6)
+    """
+    M = np.asarray(M, dtype=float)
+    Q = np.asarray(Q, dtype=float)
+    with np.errstate(over="ignore", invalid="ignore"):
+        G = M.T @ M + Q
+    if not (np.isfinite(G).all() and np.isfinite(M).all()):
+        return np.full(M.shape[0], np.nan), math.nan
+    w, U = np.linalg.eigh(0.5 * (G + G.T))
+    keep = w > 1e-12 * max(float(w.max(initial=0.0)), 1e-300)
+    MU = (M @ U)[:, keep]
+    wk = w[keep]
+    proj = np.sqrt(np.clip((MU**2 / wk).sum(axis=1), 0.0, 1.0))
+    if not MU.size:
+        return proj, 0.0
+    s = np.linalg.svd(MU / np.sqrt(wk), compute_uv=False)
+    return proj, float(min(1.0, s.max()))
+

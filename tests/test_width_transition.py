@@ -26,7 +26,12 @@ from dmftsolve.finite_d import (
 )
 from dmftsolve.finite_d.stopping import FirstPassage
 from dmftsolve.results import Status
-from dmftsolve.success import direction_projections, success_directions, success_statistic
+from dmftsolve.success import (
+    direction_projections,
+    projections_and_largest_cosine,
+    success_directions,
+    success_statistic,
+)
 from dmftsolve.thresholds.delta50 import DELTA_RANGE, search_delta_50
 
 
@@ -49,6 +54,27 @@ def test_direction_projections_match_an_explicit_projector(seed: int, k: int, m:
     if m == 1:
         np.testing.assert_allclose(got, np.abs(W[:k, 0]) / np.linalg.norm(W[:, 0]), rtol=1e-9)
 
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), k=st.integers(1, 3), m=st.integers(1, 4))
+@example(seed=0, k=1, m=2)  # fewer directions than neurons
+@example(seed=1, k=3, m=2)  # more directions than neurons
+def test_projections_and_largest_cosine_from_an_explicit_basis(seed: int, k: int, m: int) -> None:
+    """The fused projections and largest principal cosine equal those of an explicit W in
+    d = 12 dimensions: the norms of the target axes projected on a QR basis of span(W), and the
+    largest singular value of the target rows of that basis."""
+    rng = np.random.default_rng(seed)
+    d = 12
+    W = rng.standard_normal((d, m)) * rng.uniform(0.1, 3.0, size=m)
+    W[:k] += rng.standard_normal((k, m))
+    Qf, _ = np.linalg.qr(W)
+    Wperp = W[k:]
+    proj, cos = projections_and_largest_cosine(W[:k], Wperp.T @ Wperp)
+    np.testing.assert_allclose(proj, np.linalg.norm(Qf[:k, :], axis=1), rtol=1e-9, atol=1e-12)
+    assert cos == pytest.approx(np.linalg.svd(Qf[:k, :], compute_uv=False).max(), rel=1e-9)
+    bad, nan = projections_and_largest_cosine(np.full((k, m), np.nan), np.eye(m))
+    assert np.isnan(bad).all() and np.isnan(nan)
 
 def test_success_statistic_is_the_smallest_hard_projection() -> None:
     M = np.array([[0.6, 0.0], [0.0, 0.3]])

@@ -79,7 +79,11 @@ from dmftsolve.hessian.law import Law
 from dmftsolve.problem import Problem
 from dmftsolve.results import Result, SolverError, Status
 from dmftsolve.seeds import SeedLike, as_generator, as_seed_sequence, child, seed_record
-from dmftsolve.success import direction_projections, largest_cosine, largest_cosines
+from dmftsolve.success import (
+    direction_projections,
+    largest_cosines,
+    projections_and_largest_cosine,
+)
 
 __all__ = ["DMFTSettings", "DMFTResult", "solve_dmft", "available_memory_bytes", "PATHWISE_MAX_BYTES",
            "METHODS"]
@@ -668,7 +672,7 @@ class _Run:
             self.bvec[t + 1] = self.bvec[t] - eta * Eg_batches.mean(axis=0)
             self.b_err[t + 1] = _batch_se(self.bvec[t][None] - eta * Eg_batches)
         if pooled:
-            self.out["cosine"][t] = largest_cosines(Mt[None], self.Qb[blk, blk][None])[0]
+            self.out["cosine"][t] = self.cos_now  # of M_t and Q(t, t), formed at the step's start
         else:  # cosine at t (all paths) and the batch spread of the cosine at t+1, in one call
             self.Q_err[t + 1] = _batch_se(Qnext[1:])
             cos = largest_cosines(np.concatenate([Mt[None], Mnext]),
@@ -710,12 +714,17 @@ class _Run:
         passed = gave_up = None
         for t in steps:
             blk = self._blk(t)
-            self.cos_dir[t] = direction_projections(self.M[t], self.M[t].T @ self.M[t] + self.Qb[blk, blk])
+            Mt, Qtt = self.M[t], self.Qb[blk, blk]
+            if self.m == 1:
+                self.cos_dir[t] = direction_projections(Mt, Mt.T @ Mt + Qtt)
+                self.cos_now = float(largest_cosines(Mt[None], Qtt[None])[0])
+            else:  # both from one eigendecomposition of the Gram
+                self.cos_dir[t], self.cos_now = projections_and_largest_cosine(Mt, Qtt)
             if self.stop is not None:
                 verdict = self.stop(t, self.cos_dir)
                 if verdict is not None:
                     passed, gave_up = (t, None) if verdict == "passed" else (None, t)
-                    self.out["cosine"][t] = largest_cosine(self.M[t], self.Qb[blk, blk])
+                    self.out["cosine"][t] = self.cos_now
                     break
             null = self.basis.extend(self.Qb, t)
             z, V, g = self._fields(t, null)
