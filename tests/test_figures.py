@@ -415,27 +415,31 @@ def test_success_from_counts(tmp_path: Path) -> None:
 def test_results_table_width_search_is_seed_one(monkeypatch: pytest.MonkeyPatch) -> None:
     """A row's δ_50 cell takes a width_transition search only when it ran exactly as the row's
     search would: seed 1 (``<case>_defaults``, not ``<case>_defaults_seed2``), responses by
-    regression, the default kernel paths of the width and label, the default tol and budget;
-    GD's own search of the case gives the row's GD."""
-    from dmftsolve.finite_d import TransitionSettings, default_kernel_paths
+    regression, the default kernel paths and cut-off of the width and label, the default tol and
+    budget; GD's own search of the case gives the row's GD."""
+    from dmftsolve import Problem
+    from dmftsolve.finite_d import TransitionSettings, resolve_settings
 
     base = TransitionSettings()
-    paths = default_kernel_paths(2, False)
+    res = resolve_settings(base, Problem.build(target="z**2 - 1", activation="gelu", m=2))
+    paths = res.n_paths
 
     def search(x: float, **settings: object) -> dict:
         return {"delta_50": x, "err": 0.1, "deltas": [x - 1, x, x + 1], "successes": [0, 4, 8],
                 "trials": [8, 8, 8], "status": "success", "message": "", "seconds": 60.0,
                 "settings": {"stein_regression": True, "n_paths": paths, "tol": base.tol,
                              "max_draws": base.max_draws, "draws": base.draws, "seed": 1,
-                             "history": "compact", "path_dtype": "float32", "paths_per_sample": None,
-                             "construction": "forced", "version": "0.10.0"} | settings}
+                             "history": "compact", "path_dtype": "float32",
+                             "paths_per_sample": res.paths_per_sample, "null_rtol": res.null_rtol,
+                             "construction": "forced", "version": "0.13.0"} | settings}
 
     data = {"gelu_z2m1_m2_defaults|1000|theory": search(3.3),
             "gelu_z2m1_m2_defaults_seed2|1000|theory": search(3.6, seed=2),
             "gelu_z2m1_m2|1000|theory": search(3.9, stein_regression=False),
             "gelu_z2m1_m2|1000|gd": search(3.35),
             "gelu_z1z2_m2_defaults|1000|theory": search(4.3, n_paths=paths // 4),
-            "gelu_abs_m2_defaults|1000|theory": search(8.0, max_draws=160)}
+            "gelu_abs_m2_defaults|1000|theory": search(8.0, max_draws=160),
+            "gelu_easyhard_m2_defaults|1000|theory": search(3.7, null_rtol=1e-4)}
     monkeypatch.setattr(rt, "_width_data", lambda: (wt, data))
     out = rt.width_theory(rt.FULL)
     assert set(out) == {("z**2 - 1", "gelu", 2, 0.5)}

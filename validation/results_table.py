@@ -78,7 +78,7 @@ from typing import Any
 from threadpoolctl import threadpool_limits
 
 from dmftsolve import Problem, __version__
-from dmftsolve.finite_d import TransitionSettings, default_kernel_paths, label_is_uncentred, resolve_settings
+from dmftsolve.finite_d import TransitionSettings, resolve_settings
 from dmftsolve.results import Status, git_commit, jsonable
 from validation import script_parser
 from validation.figures.common import DEFAULT_OUT, PointCache, command_line, make_executor
@@ -104,6 +104,10 @@ NN_KEY_LEGACY = {"draws": 8, "transition_grid": (2.0, 3.5, 5.0, 6.5, 8.0, 10.0, 
 #: 1e-4 let the Stein recursion diverge: GeLU on ``z²``, ``z² − 1``, ``z² + 0.5 ε``, docs/findings.md
 #: §4.9). Added to those cells' cache keys only, so the other keys are unchanged.
 LONG_NULL_RTOL_M2 = 1e-3
+#: The cut-off of the δ_50 searches stored before ``TransitionSettings`` had ``null_rtol``: their
+#: draws used the Stein default, this value. A search with this cut-off is also looked up under
+#: its key without the field, so those cells are found.
+D50_LEGACY_NULL_RTOL = 1e-4
 #: ``transition``: the δ_50 searches' TransitionSettings besides steps, seed and start (empty:
 #: the library's defaults; the quick configuration makes them small)
 FULL: dict[str, Any] = {"n_paths": 10_000, "replicates": 3, "bracket": (1.0, 40.0), "grid": 6, "xtol": 1.0,
@@ -514,8 +518,8 @@ def _row_setup(c: dict[str, Any], cfg: dict[str, Any]) -> tuple[str, str, int, f
 def width_theory(cfg: dict[str, Any]) -> dict[tuple[str, str, int, float], dict[str, Any]]:
     """The theory searches of ``validation/width_transition.py`` run exactly as a row's δ_50
     (:func:`transition_settings` at d ``cfg["d"]``): a case at the row's set-up whose stored
-    settings are the library's current defaults (responses by regression, the kernel paths of
-    :func:`~dmftsolve.finite_d.default_kernel_paths` for the width and label, ``tol``,
+    settings are the library's current defaults (responses by regression, the kernel paths and
+    cut-off of :func:`~dmftsolve.finite_d.resolve_settings` for the width and label, ``tol``,
     ``max_draws``, ``draws``, compact history, float32 paths) and seed :data:`D50_SEED`, as a
     δ_50 cell refitted with the search's error model (``wt._refit``), ``{row key: cell}``."""
     loaded = _width_data()
@@ -529,12 +533,14 @@ def width_theory(cfg: dict[str, Any]) -> dict[tuple[str, str, int, float], dict[
         theory = data.get(f"{case}|{cfg['d']}|theory")
         if row is None or theory is None or not c.get("defaults"):
             continue
-        st = theory.get("settings", {})
+        # a search stored before the settings had a cut-off ran with the Stein default
+        st = {"null_rtol": D50_LEGACY_NULL_RTOL, **theory.get("settings", {})}
         prob = Problem.build(target=c["target"], activation=c["activation"], m=c["m"])
-        want = {"stein_regression": True, "n_paths": default_kernel_paths(c["m"], label_is_uncentred(prob)),
-                "tol": base.tol, "max_draws": base.max_draws, "draws": base.draws, "seed": D50_SEED,
-                "history": base.history, "path_dtype": base.path_dtype, "paths_per_sample": None,
-                "construction": base.construction}
+        res = resolve_settings(base, prob)  # the kernel-path policy and cut-off of the width
+        want = {"stein_regression": True, "n_paths": res.n_paths, "paths_per_sample": res.paths_per_sample,
+                "null_rtol": res.null_rtol, "tol": base.tol, "max_draws": base.max_draws,
+                "draws": base.draws, "seed": D50_SEED, "history": base.history,
+                "path_dtype": base.path_dtype, "construction": base.construction}
         if any(st.get(k) != v for k, v in want.items()):
             continue
         t = wt._refit(theory)
@@ -936,6 +942,9 @@ def main(argv: list[str] | None = None) -> int:
                     if long_null_rtol(kind, m) is not None:  # width-2 long cells: a new cut-off
                         key["null_rtol"] = long_null_rtol(kind, m)
                 hit = cache.get(key)
+                tr = key.get("transition", {})
+                if hit is None and kind == "d50" and tr.get("null_rtol") == D50_LEGACY_NULL_RTOL:
+                    hit = cache.get({**key, "transition": {f: v for f, v in tr.items() if f != "null_rtol"}})
                 if hit is not None:
                     row[kind] = hit
                     cache.hits += 1

@@ -72,11 +72,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    default="forced", metavar="NAME",
                    help="forced/finite_n/initial (default: forced)")
     g.add_argument("--paths", type=positive_int("--paths", 10**7), default=None, metavar="N",
-                   help="kernel paths (default: by width and label, see cli.md)")
+                   help="kernel paths (default: by width and label)")
     g.add_argument("--null-rtol", type=null_rtol, default=None, metavar="X",
                    help="innovation variance cut-off (default: by width)")
     g.add_argument("--paths-per-sample", type=float, default=None, metavar="X",
-                   help="round(X n) kernel paths, at least --paths (default: by width and label)")
+                   help="round(X n) kernel paths (default: by width)")
     g.add_argument("--force-weights", choices=("paired", "poisson"), default="paired", metavar="NAME",
                    help="forced: paired or poisson (default: %(default)s)")
     g.add_argument("--path-dtype", choices=("float32", "float64"), default="float32", metavar="NAME",
