@@ -57,7 +57,7 @@ def _every_row(on: bool) -> Iterator[None]:
     """The Stein estimator declaring ``zero_at_null = False`` while ``on``: the parameter side
     then reads every row of the kernel stores."""
     old = SteinResponse.zero_at_null
-    SteinResponse.zero_at_null = not on and old
+    SteinResponse.zero_at_null = old and not on
     try:
         yield
     finally:

@@ -538,6 +538,8 @@ class _Run:
         self.estimator = cfg.method.build(n_batches=1 if pooled_stein else B,
                                           batch_size=N if pooled_stein else self.nb, steps=T, m=m,
                                           antithetic=cfg.antithetic)
+        # the parameter side reads the kernels where Γ can be non-zero (the non-null innovations)
+        self.read_support = bool(getattr(self.estimator, "zero_at_null", False))
         self.paths = PathSet(problem, n_paths=N, n_batches=B, antithetic=cfg.antithetic,
                              reflect=cfg.reflect, steps=T, dtype=cfg.path_dtype, rng=as_generator(root))
         if test is None and cfg.test_loss == "mc":
@@ -735,7 +737,7 @@ class _Run:
             D = self._train_observables(t, V)
             step, Cnu_b, EVg_b = self._moments(t, z, g, null, D)
             Gam, Gam_b = self.estimator.row(step)
-            support = self.basis.nonnull if getattr(self.estimator, "zero_at_null", False) else None
+            support = self.basis.nonnull if self.read_support else None
             R_row = next_R_row(self.Rb, Gam, t, self.m, self.eta, self.lam, support)  # R(t+1, ≤t)
             Cnu_b, N_row = self.history.advance(t, g, Gam, R_row, Cnu_b)
             finite = self._advance(t, Gam, Gam_b, Cnu_b, N_row, EVg_b, g, R_row, support)
