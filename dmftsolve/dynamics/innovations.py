@@ -12,7 +12,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import scipy.linalg as sla
+
+from dmftsolve._lapack import solve_lower
 
 __all__ = ["InnovationBasis", "psd_cholesky"]
 
@@ -98,7 +99,7 @@ class InnovationBasis:
             nn = self.rows[:k]
             Lrow = np.zeros((m, tm))
             if k:
-                sol = sla.solve_triangular(self.Lc[:k, :k], Q[blk, nn].T, lower=True, check_finite=False).T
+                sol = solve_lower(self.Lc[:k, :k], Q[blk, nn].T).T
                 Lrow[:, nn] = sol
             self.L[blk, :tm] = Lrow
             S = Qtt - Lrow @ Lrow.T

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import scipy.linalg as sla
 
+from dmftsolve._lapack import solve_lower
 from dmftsolve.dynamics.response import StepMoments
 
 __all__ = ["Stein", "SteinResponse"]
@@ -147,7 +147,7 @@ class SteinResponse:
         gam = np.zeros((rows * m, t1m))
         if k:
             L = step.L[np.ix_(nn, nn)] if step.L_nonnull is None else step.L_nonnull
-            gam[:, nn] = sla.solve_triangular(L, rhs.T, lower=True, trans="T", check_finite=False).T
+            gam[:, nn] = solve_lower(L, rhs.T, trans=True).T
         gam = gam.reshape(rows, m, t1m)
         return (gam[0], gam) if single else (gam[0], gam[1:])
 
@@ -157,8 +157,7 @@ class SteinResponse:
         the stored factor."""
         assert self.gram is not None
         C = self.gram[i, :k, :k]
-        w = sla.solve_triangular(C, S.T, lower=True, check_finite=False)
-        return sla.solve_triangular(C, w, lower=True, trans="T", check_finite=False).T
+        return solve_lower(C, solve_lower(C, S.T), trans=True).T
 
     def _extend_gram(self, Szz: np.ndarray, k: int, nk: int) -> None:
         """Extend, for each estimate still regressing, the Cholesky factor of the sample Gram
@@ -179,8 +178,7 @@ class SteinResponse:
                 continue
             row = Szz[i]  # (nk, k1)
             if k:
-                Crow = sla.solve_triangular(self.gram[i, :k, :k], row[:, :k].T, lower=True,
-                                            check_finite=False).T
+                Crow = solve_lower(self.gram[i, :k, :k], row[:, :k].T).T
             else:
                 Crow = np.zeros((nk, 0))
             Stt = row[:, k:k1] - Crow @ Crow.T
