@@ -7,17 +7,19 @@ For each width ``m`` (``--ms``) and dimension ``d`` (``--ds``), on GeLU with ``y
   the self-bracketing search to ``--tol``, one worker): its CPU time and its number of draws;
 * **GD** — ``--gd-trials`` float32 trials at the theory's δ_50
   (:func:`dmftsolve.simulation.simulator.simulate`), each stopped at its first passage as the
-  theory's draws are, timed per trial. GD measures δ_50 to the same error with as many trials as
+  theory's draws are, each timed (a success stops early, so the time varies by trial; the mean
+  and its standard error are reported). GD measures δ_50 to the same error with as many trials as
   the search used draws (each is one Bernoulli outcome of the same criterion; the theory's starts
   are stratified, so its error is at most the binomial one), so GD's cost at equal error is the
   search's draw count times GD's time per trial.
 
-Printed and stored (``--json``, ``--out``): per (m, d) both CPU times, their ratio, and the fitted
+Printed and stored (``--json``, ``--out``): per (m, d) both CPU times, their ratio with its
+standard error (from GD's time per trial), and the fitted
 growth exponents (CPU ∝ d^a) of each side per width; ``--plot`` draws the figure
 (``benchmarks/results/bench_cost.png`` by default).
 
 Run ``python benchmarks/bench_cost.py [--ms 1,2,3,4] [--ds 500,1000,2000,4000,8000] [--tol 0.15]
-[--gd-trials 4] [--json] [--out FILE] [--plot FILE]``; ``--replot FILE`` redraws from a stored run.
+[--gd-trials 16] [--json] [--out FILE] [--plot FILE]``; ``--replot FILE`` redraws from a stored run.
 """
 
 from __future__ import annotations
@@ -56,15 +58,21 @@ def one_point(m: int, d: int, tol: float, gd_trials: int, seed: int) -> dict[str
                        throw=False)
     theory = cpu() - c0
     x = float(np.round(curve.delta_50, 2)) if math.isfinite(curve.delta_50) else START.get(m, 2.5)
-    c0 = cpu()
-    simulate(p, d, x, seed=seed, trials=gd_trials, dtype=np.float32, record_every=5, n_test=512,
-             stop_cosine=0.5, throw=False)
-    per_trial = (cpu() - c0) / gd_trials
+    per = []
+    for k in range(gd_trials):  # one at a time: GD's cost varies by trial (a success stops early)
+        c0 = cpu()
+        simulate(p, d, x, seed=seed * 100_003 + k, trials=1, dtype=np.float32, record_every=5, n_test=512,
+                 stop_cosine=0.5, throw=False)
+        per.append(cpu() - c0)
+    per_trial = float(np.mean(per))
+    per_trial_err = float(np.std(per, ddof=1) / math.sqrt(gd_trials)) if gd_trials > 1 else math.nan
     draws = int(curve.draws.sum())
+    ratio = per_trial * draws / theory
     return {"m": m, "d": d, "delta_50": curve.delta_50, "delta_50_err": curve.delta_50_err,
             "status": curve.status.value, "draws": draws, "theory_cpu_s": theory,
-            "gd_cpu_s_per_trial": per_trial, "gd_cpu_s_at_equal_error": per_trial * draws,
-            "ratio_gd_over_theory": per_trial * draws / theory}
+            "gd_cpu_s_per_trial": per_trial, "gd_cpu_s_per_trial_err": per_trial_err,
+            "gd_cpu_s_at_equal_error": per_trial * draws,
+            "ratio_gd_over_theory": ratio, "ratio_err": ratio * per_trial_err / per_trial}
 
 
 def growth(rows: list[dict[str, Any]], key: str) -> dict[int, float]:
@@ -109,7 +117,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--ms", default="1,2,3,4")
     ap.add_argument("--ds", default="500,1000,2000,4000,8000")
     ap.add_argument("--tol", type=float, default=0.15)
-    ap.add_argument("--gd-trials", type=int, default=4)
+    ap.add_argument("--gd-trials", type=int, default=16)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--out", type=Path, default=None, help="store the rows as they finish (JSON)")
@@ -136,7 +144,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                     print(f"m = {m}, d = {d}: theory {row['theory_cpu_s']:.0f} CPU-s ({row['draws']} draws, "
                           f"delta_50 = {row['delta_50']:.2f} ± {row['delta_50_err']:.2f}), GD "
                           f"{row['gd_cpu_s_at_equal_error']:.0f} CPU-s ({row['gd_cpu_s_per_trial']:.2f} a "
-                          f"trial), GD / theory {row['ratio_gd_over_theory']:.2f}", flush=True)
+                          f"trial), GD / theory {row['ratio_gd_over_theory']:.1f} "
+                          f"± {row.get('ratio_err', math.nan):.1f}", flush=True)
     out["growth_theory"] = growth(out["rows"], "theory_cpu_s")
     out["growth_gd"] = growth(out["rows"], "gd_cpu_s_at_equal_error")
     if a.plot is not None:

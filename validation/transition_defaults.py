@@ -15,7 +15,8 @@ the probit fit of GD's stored counts (``gd_transition_counts.json``, ≥ 40 floa
 :func:`transition_vs_simulation.gd_fit`, bootstrap error). ``--paths-per-sample K`` runs the same
 searches with ``N = K n`` kernel paths instead (stored beside, under ``@ppsK``): what the command's
 curvature warning suggests where ``n`` exceeds 10⁴; ``--paths N`` with ``N`` kernel paths (``@pathsN``:
-what its label-mean warning suggests); ``--seed S`` with another seed (``@seedS``). Those rows are
+what its label-mean warning suggests); ``--null-rtol X`` with the zero-variance cut-off ``X``
+(``@rtolX``); ``--seed S`` with another seed (``@seedS``). Those rows are
 shown in the report, not counted.
 
 Results are cached per (case, d, options) in
@@ -24,10 +25,9 @@ stored one is skipped unless ``--redo``); ``--report`` only rewrites ``transitio
 ``--tiny`` runs a small configuration (the test).
 
 Run ``python -m validation.transition_defaults [--only CASE,...] [--ds D,...]
-[--paths-per-sample K | --paths N] [--seed S] [--workers 2]``; the 24 searches at the defaults took
-20 CPU-minutes (AMD EPYC, 0.8.1), the 11 with N = 2n 23. Since 0.10.0 the searches at the
-defaults on the uncentred labels use 8·10⁴ paths; their 0.8 searches at 2·10⁴ are kept under
-``@paths20000``.
+[--paths-per-sample K] [--paths N] [--null-rtol X] [--seed S] [--workers 2]``; the CPU time of
+each search is in the report. The searches at the defaults on the uncentred labels use 8·10⁴
+paths; their searches at 2·10⁴ are kept under ``@paths20000``.
 """
 
 from __future__ import annotations
@@ -70,11 +70,13 @@ def problem_of(case: str) -> Problem:
     return Problem.build(target=c["target"], activation=c["activation"], eta=c["eta"], steps=c["T"])
 
 
-def key(case: str, d: int, pps: float | None, seed: int = 0, paths: int | None = None) -> str:
-    """``case|d``, then ``@ppsK`` for ``K`` paths per sample, ``@pathsN`` for ``N`` kernel paths
-    and ``@seedS`` for a seed other than the default 0 (such rows are shown, not counted)."""
+def key(case: str, d: int, pps: float | None, seed: int = 0, paths: int | None = None,
+        null_rtol: float | None = None) -> str:
+    """``case|d``, then ``@ppsK`` for ``K`` paths per sample, ``@pathsN`` for ``N`` kernel paths,
+    ``@rtolX`` for the zero-variance cut-off ``X`` and ``@seedS`` for a seed other than the
+    default 0 (such rows are shown, not counted)."""
     return (f"{case}|{d}" + (f"@pps{pps:g}" if pps else "") + (f"@paths{paths}" if paths else "")
-            + (f"@seed{seed}" if seed else ""))
+            + (f"@rtol{null_rtol:g}" if null_rtol else "") + (f"@seed{seed}" if seed else ""))
 
 
 def _cpu() -> float:
@@ -86,12 +88,12 @@ def _cpu() -> float:
 
 
 def run_one(case: str, d: int, *, pps: float | None = None, seed: int = 0, paths: int | None = None,
-            workers: int = 2,
+            workers: int = 2, null_rtol: float | None = None,
             settings: TransitionSettings | None = None) -> dict[str, Any]:
     """One search at the command's defaults (``pps``: ``paths_per_sample``) and what it used."""
     p = problem_of(case)
     s = resolve_settings(settings or TransitionSettings(workers=workers, paths_per_sample=pps, seed=seed,
-                                                      n_paths=paths), p)
+                                                      n_paths=paths, null_rtol=null_rtol), p)
     t0, c0 = time.perf_counter(), _cpu()
     c = transition(p, d, None, settings=s, throw=False, progress=True)
     wall, cpu = time.perf_counter() - t0, _cpu() - c0
@@ -104,6 +106,7 @@ def run_one(case: str, d: int, *, pps: float | None = None, seed: int = 0, paths
             "warnings": list(c.warnings),
             "settings": {"seed": s.seed, "tol": s.tol, "start": s.start, "n_paths": s.n_paths,
                          "paths_per_sample": s.paths_per_sample, "workers": s.workers,
+                         "null_rtol": s.null_rtol,
                          "version": __version__, "commit": git_commit(), "cpu": cpu_model()}}
 
 
@@ -147,6 +150,30 @@ def heeded_count(data: dict[str, Any]) -> tuple[int, int, int, int, int]:
     return within, total, warned, warned_default, warned_pps2
 
 
+def _cutoff_summary(data: dict[str, Any]) -> list[str]:
+    """One sentence per ``@rtolX`` option set: its searches within the bar, and their CPU time
+    against the default searches of the same (case, d, seed)."""
+    out = []
+    opts = sorted({k.split("@", 1)[1].split("@seed")[0] for k in data if "@rtol" in k})
+    for opt in opts:
+        keys = [k for k in data if "@" in k and k.split("@", 1)[1].split("@seed")[0] == opt]
+        ok, cpu, cpu_default = [], 0.0, 0.0
+        for k in keys:
+            case, d = k.split("|")[0], int(k.split("@")[0].split("|")[1])
+            base = k.split("@")[0] + (f"@seed{k.rsplit('@seed', 1)[1]}" if "@seed" in k else "")
+            g = gd_of(case, d)
+            if g is None or base not in data:
+                continue
+            ok.append(TVS.within(data[k]["delta_50"], g[0])[1] == "yes")
+            cpu += data[k]["cpu_seconds"]
+            cpu_default += data[base]["cpu_seconds"]
+        if ok:
+            out.append(f"With `{opt}` (seeds as stored): {sum(ok)} of {len(ok)} within, in {cpu:.0f} "
+                       f"CPU-s against {cpu_default:.0f} for the default searches of the same case, d "
+                       "and seed.")
+    return out
+
+
 def report(data: dict[str, Any]) -> str:
     lines = ["# `dmftsolve transition` with its defaults, against GD (one neuron, d = 500–4000)", "",
              "Generated by `python -m validation.transition_defaults --report` from "
@@ -175,7 +202,9 @@ def report(data: dict[str, Any]) -> str:
             default = default_kernel_paths(1, label_is_uncentred(problem_of(case)))
             paths = f"N = {pps:g} n" if pps else f"{v['settings']['n_paths'] or default}"
             if "@paths" in k:  # not this label's default: what --paths gives
-                paths += " (--paths)"
+                paths += " (--paths)" if not pps else f", at least {v['settings']['n_paths']}"
+            if v["settings"].get("null_rtol") and "@rtol" in k:
+                paths += f", cut-off {v['settings']['null_rtol']:g}"
             if v["settings"].get("seed"):
                 paths += f", seed {v['settings']['seed']}"
             th = f"{v['delta_50']:.2f} ± {v['err']:.2f} ({sum(v['draws'])}, {v['cpu_seconds']:.0f})"
@@ -201,6 +230,7 @@ def report(data: dict[str, Any]) -> str:
         ok = [TVS.within(data[k]["delta_50"], g[0])[1] == "yes"
               for k in keys if (g := gd_of(k.split("|")[0], int(k.split("@")[0].split("|")[1])))]
         seeds.append(f"With seed {seed} (the default searches again): {sum(ok)} of {len(ok)} within.")
+    seeds += _cutoff_summary(data)
     lines += ["", f"At the defaults, {n_in} of {n_all} searches are within the bar. "
               f"With the command's warning heeded (`--paths-per-sample 2` wherever the curvature excess "
               f"exceeds 1, {heeded[2]} searches), {heeded[0]} of {heeded[1]} are; of the searches it "
@@ -222,6 +252,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                     help="N kernel paths instead of the width's default (stored under @pathsN)")
     ap.add_argument("--seed", type=int, default=0,
                     help="the searches' seed (default 0, the command's; others stored under @seedS)")
+    ap.add_argument("--null-rtol", type=float, default=None,
+                    help="the draws' zero-variance cut-off instead of the width's (stored under @rtolX)")
     ap.add_argument("--redo", action="store_true", help="run stored searches again")
     ap.add_argument("--report", action="store_true", help="only rewrite the markdown from the JSON")
     ap.add_argument("--tiny", action="store_true", help="a small configuration, not stored (the test)")
@@ -246,11 +278,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         ap.error(f"--paths must be at least 40, got {a.paths}")
     if a.paths_per_sample is not None and not 0 < a.paths_per_sample <= 1000:
         ap.error(f"--paths-per-sample must be in (0, 1000], got {a.paths_per_sample}")
+    if a.null_rtol is not None and not 0 < a.null_rtol < 1:
+        ap.error(f"--null-rtol must be in (0, 1), got {a.null_rtol}")
     if not a.report:
         done = json.loads(JSON.read_text()) if JSON.exists() else {}
         for case in cases:
             for d in ds:
-                k = key(case, d, a.paths_per_sample, a.seed, a.paths)
+                k = key(case, d, a.paths_per_sample, a.seed, a.paths, a.null_rtol)
                 if gd_of(case, d) is None:
                     print(f"[{k}] skipped: no GD counts stored for {case} at d = {d}", flush=True)
                     continue
@@ -259,7 +293,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 print(f"[{k}]", flush=True)
                 with threadpool_limits(1):
                     v = run_one(case, d, pps=a.paths_per_sample, seed=a.seed, paths=a.paths,
-                                workers=a.workers)
+                                workers=a.workers, null_rtol=a.null_rtol)
                 merge_json(JSON, k, v)
                 print(f"[{k}] delta_50 = {v['delta_50']:.2f} ± {v['err']:.2f} ({v['cpu_seconds']:.0f} CPU s)",
                       flush=True)
