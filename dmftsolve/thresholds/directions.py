@@ -170,7 +170,8 @@ def label_features(y: np.ndarray, w: np.ndarray) -> np.ndarray:
     """
     mean = float(w @ y)
     std = float(np.sqrt(max(w @ (y - mean) ** 2, 0.0)))
-    if std == 0.0 or not np.isfinite(std):
+    rms = float(np.sqrt(max(w @ y**2, 0.0)))
+    if not np.isfinite(std) or std <= 1e-10 * rms:  # constant up to the rounding of the mean
         return np.zeros((y.size, 0))
     t = (y - mean) / std
     feats = [t, np.tanh(t)]
