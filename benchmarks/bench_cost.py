@@ -124,6 +124,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--plot", type=Path, default=None)
     ap.add_argument("--replot", type=Path, default=None, help="redraw and reprint from a stored run")
     a = ap.parse_args(argv)
+    if a.gd_trials < 2 or not a.tol > 0:
+        ap.error(f"--gd-trials must be at least 2 (for its standard error) and --tol positive, "
+                 f"got {a.gd_trials} and {a.tol}")
     if a.replot is not None:
         out = json.loads(a.replot.read_text())
     else:

@@ -17,10 +17,9 @@ from dmftsolve._lapack import solve_lower
 
 
 def _factor(rng: np.random.Generator, k: int, layout: str, dtype: type) -> np.ndarray:
-    big = np.tril(rng.standard_normal((k + 3, k + 3))) + 3 * np.eye(k + 3)
-    L = {"C": np.ascontiguousarray(big[:k, :k]), "F": np.asfortranarray(big[:k, :k]),
-         "slice": big[:k, :k]}[layout]
-    return L.astype(dtype, copy=False) if dtype is np.float64 else L.astype(dtype)
+    big = (np.tril(rng.standard_normal((k + 3, k + 3))) + 3 * np.eye(k + 3)).astype(dtype)
+    return {"C": np.ascontiguousarray(big[:k, :k]), "F": np.asfortranarray(big[:k, :k]),
+            "slice": big[:k, :k]}[layout]
 
 
 @settings(max_examples=60, deadline=None)
