@@ -35,6 +35,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from dmftsolve import Problem
+from dmftsolve.cli._common import ints
 from dmftsolve.finite_d import TransitionSettings, transition
 from dmftsolve.results import cpu_model, jsonable
 from dmftsolve.simulation.simulator import simulate
@@ -65,7 +66,7 @@ def one_point(m: int, d: int, tol: float, gd_trials: int, seed: int) -> dict[str
                  stop_cosine=0.5, throw=False)
         per.append(cpu() - c0)
     per_trial = float(np.mean(per))
-    per_trial_err = float(np.std(per, ddof=1) / math.sqrt(gd_trials)) if gd_trials > 1 else math.nan
+    per_trial_err = float(np.std(per, ddof=1) / math.sqrt(gd_trials))
     draws = int(curve.draws.sum())
     ratio = per_trial * draws / theory
     return {"m": m, "d": d, "delta_50": curve.delta_50, "delta_50_err": curve.delta_50_err,
@@ -114,8 +115,8 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--ms", default="1,2,3,4")
-    ap.add_argument("--ds", default="500,1000,2000,4000,8000")
+    ap.add_argument("--ms", type=ints, default=[1, 2, 3, 4])
+    ap.add_argument("--ds", type=ints, default=[500, 1000, 2000, 4000, 8000])
     ap.add_argument("--tol", type=float, default=0.15)
     ap.add_argument("--gd-trials", type=int, default=16)
     ap.add_argument("--seed", type=int, default=0)
@@ -124,9 +125,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--plot", type=Path, default=None)
     ap.add_argument("--replot", type=Path, default=None, help="redraw and reprint from a stored run")
     a = ap.parse_args(argv)
-    if a.gd_trials < 2 or not a.tol > 0:
-        ap.error(f"--gd-trials must be at least 2 (for its standard error) and --tol positive, "
-                 f"got {a.gd_trials} and {a.tol}")
+    if min(a.ms) < 1 or min(a.ds) < 2:
+        ap.error(f"--ms must be widths >= 1 and --ds dimensions >= 2, got {a.ms} and {a.ds}")
+    if a.gd_trials < 2:
+        ap.error(f"--gd-trials must be at least 2 (for its standard error), got {a.gd_trials}")
+    if not 0 < a.tol < math.inf:
+        ap.error(f"--tol must be a positive number, got {a.tol}")
     if a.replot is not None:
         out = json.loads(a.replot.read_text())
     else:
@@ -136,8 +140,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         if a.out is not None and a.out.exists():
             done = {(r["m"], r["d"]): r for r in json.loads(a.out.read_text())["rows"]}
         with threadpool_limits(1):
-            for m in (int(x) for x in a.ms.split(",")):
-                for d in (int(x) for x in a.ds.split(",")):
+            for m in a.ms:
+                for d in a.ds:
                     row = done.get((m, d)) or one_point(m, d, a.tol, a.gd_trials, a.seed)
                     out["rows"].append(row)
                     if a.out is not None:
@@ -147,8 +151,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                     print(f"m = {m}, d = {d}: theory {row['theory_cpu_s']:.0f} CPU-s ({row['draws']} draws, "
                           f"delta_50 = {row['delta_50']:.2f} ± {row['delta_50_err']:.2f}), GD "
                           f"{row['gd_cpu_s_at_equal_error']:.0f} CPU-s ({row['gd_cpu_s_per_trial']:.2f} a "
-                          f"trial), GD / theory {row['ratio_gd_over_theory']:.1f} "
-                          f"± {row.get('ratio_err', math.nan):.1f}", flush=True)
+                          f"trial), GD / theory {row['ratio_gd_over_theory']:.1f}"
+                          + (f" ± {row['ratio_err']:.1f}" if "ratio_err" in row else ""), flush=True)
     out["growth_theory"] = growth(out["rows"], "theory_cpu_s")
     out["growth_gd"] = growth(out["rows"], "gd_cpu_s_at_equal_error")
     if a.plot is not None:

@@ -25,11 +25,24 @@ def test_bad_options_exit_with_one_line(capsys: pytest.CaptureFixture[str]) -> N
     for argv, words in ((["--ds", "abc"], "--ds must be"), (["--seed", "-1"], "must be positive"),
                         (["--paths", "10"], "--paths must be at least 40"),
                         (["--paths-per-sample", "-2"], "--paths-per-sample must be in"),
+                        (["--null-rtol", "0"], "--null-rtol must be in"),
                         (["--only", "nope"], "unknown case")):
         with pytest.raises(SystemExit) as e:
             mod.main(argv)
         err = capsys.readouterr().err.strip().splitlines()
         assert e.value.code == 2 and words in err[-1], (argv, err)
+
+
+@pytest.mark.parametrize("args", [("gelu_z2m1", 1000, None, 0, None, None),
+                                  ("gelu_z2m1", 500, 2.0, 1, 5000, 0.003),
+                                  ("quad_z2", 4000, None, 0, 20000, None),
+                                  ("quad_z2m1", 2000, 2.0, 3, None, None)])
+def test_parse_key_inverts_key(args: tuple) -> None:
+    case, d, pps, seed, paths, rtol = args
+    k = mod.key(case, d, pps, seed, paths, rtol)
+    got_case, got_d, opts, got_seed = mod.parse_key(k)
+    assert (got_case, got_d, got_seed) == (case, d, seed)
+    assert opts == mod.key(case, d, pps, 0, paths, rtol).partition("@")[2]
 
 
 def test_failed_draws_from_the_record_else_the_message() -> None:

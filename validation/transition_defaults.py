@@ -79,6 +79,15 @@ def key(case: str, d: int, pps: float | None, seed: int = 0, paths: int | None =
             + (f"@rtol{null_rtol:g}" if null_rtol else "") + (f"@seed{seed}" if seed else ""))
 
 
+def parse_key(k: str) -> tuple[str, int, str, int]:
+    """The inverse of :func:`key`: ``(case, d, options, seed)``, ``options`` the ``@…`` part
+    before any ``@seedS`` (empty at the defaults)."""
+    head, _, rest = k.partition("@")
+    case, d = head.split("|")
+    opts, _, seed = ("@" + rest if rest else "").partition("@seed")
+    return case, int(d), opts.lstrip("@"), int(seed or 0)
+
+
 def _cpu() -> float:
     """CPU seconds of this process and of its finished children (the draws' worker processes,
     which ``transition`` joins before it returns): a cost that other jobs on the machine do not
@@ -154,13 +163,13 @@ def _cutoff_summary(data: dict[str, Any]) -> list[str]:
     """One sentence per ``@rtolX`` option set: its searches within the bar, and their CPU time
     against the default searches of the same (case, d, seed)."""
     out = []
-    opts = sorted({k.split("@", 1)[1].split("@seed")[0] for k in data if "@rtol" in k})
-    for opt in opts:
-        keys = [k for k in data if "@" in k and k.split("@", 1)[1].split("@seed")[0] == opt]
+    parsed = {k: parse_key(k) for k in data}
+    for opt in sorted({o for _, _, o, _ in parsed.values() if "rtol" in o}):
         ok, cpu, cpu_default = [], 0.0, 0.0
-        for k in keys:
-            case, d = k.split("|")[0], int(k.split("@")[0].split("|")[1])
-            base = k.split("@")[0] + (f"@seed{k.rsplit('@seed', 1)[1]}" if "@seed" in k else "")
+        for k, (case, d, o, seed) in parsed.items():
+            if o != opt:
+                continue
+            base = key(case, d, None, seed)
             g = gd_of(case, d)
             if g is None or base not in data:
                 continue
@@ -194,10 +203,9 @@ def report(data: dict[str, Any]) -> str:
     n_in = n_all = 0
     for case in CASES:
         c = TVS.CASES[case]
-        for k in sorted((k for k in data if k.split("@")[0].split("|")[0] == case),
-                        key=lambda k: (int(k.split("@")[0].split("|")[1]), k)):
+        for k in sorted((k for k in data if parse_key(k)[0] == case), key=lambda k: (parse_key(k)[1], k)):
             v = data[k]
-            d = int(k.split("@")[0].split("|")[1])
+            d = parse_key(k)[1]
             pps = v["settings"].get("paths_per_sample")
             default = default_kernel_paths(1, label_is_uncentred(problem_of(case)))
             paths = f"N = {pps:g} n" if pps else f"{v['settings']['n_paths'] or default}"
@@ -225,10 +233,10 @@ def report(data: dict[str, Any]) -> str:
                          f"{c['eta']}, {c['T']} | {d} | {paths} | {th} | {gs} | {diff} | {ok} | {exs} |")
     heeded = heeded_count(data)
     seeds = []
-    for seed in sorted({int(k.rsplit("@seed", 1)[1]) for k in data if re.fullmatch(r"[^@]+@seed\d+", k)}):
-        keys = [k for k in data if k.endswith(f"@seed{seed}") and k.count("@") == 1]
-        ok = [TVS.within(data[k]["delta_50"], g[0])[1] == "yes"
-              for k in keys if (g := gd_of(k.split("|")[0], int(k.split("@")[0].split("|")[1])))]
+    parsed = [parse_key(k) for k in data]
+    for seed in sorted({s for _, _, o, s in parsed if s and not o}):
+        ok = [TVS.within(data[key(c, d, None, s)]["delta_50"], g[0])[1] == "yes"
+              for c, d, o, s in parsed if s == seed and not o and (g := gd_of(c, d))]
         seeds.append(f"With seed {seed} (the default searches again): {sum(ok)} of {len(ok)} within.")
     seeds += _cutoff_summary(data)
     lines += ["", f"At the defaults, {n_in} of {n_all} searches are within the bar. "
