@@ -172,11 +172,49 @@ def test_a_draw_that_fails_after_its_escape_counts(monkeypatch: pytest.MonkeyPat
     from dmftsolve.finite_d import run_draw
 
     monkeypatch.setattr(dmft_module, "solve_dmft", _fake_solve(cosine, ok))
-    final, esc, diverged, msg, _, _ = run_draw(CENTRED, 6.0, 500, 0, 0.3, TransitionSettings(draws=2), 4)
+    final, esc, diverged, msg, _, _, _ = run_draw(CENTRED, 6.0, 500, 0, 0.3, TransitionSettings(draws=2), 4)
     assert esc == expected
     assert bool(msg) == (expected == -1 and not ok)  # a failure is reported only if no escape came first
     assert diverged == (not ok and expected >= 0)
     np.testing.assert_equal(final, last)
+
+
+def test_a_failed_draw_is_solved_again_with_more_paths(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A draw whose solve fails before it passes is solved once more from the same start and seed
+    with RETRY_PATHS_FACTOR times the kernel paths; its outcome is the second solve's, and a failure
+    of both names the second path count."""
+    import dmftsolve.dynamics.dmft as dmft_module
+    from dmftsolve.finite_d import run_draw
+    from dmftsolve.finite_d.draws import RETRY_PATHS_FACTOR
+
+    calls: list[tuple[int, int]] = []
+    failing = _fake_solve([0.1, 0.2, 0.3, np.nan, np.nan], False)
+    passing = _fake_solve([0.1, 0.2, 0.6, 0.7, 0.8], True)
+
+    def solve(p, delta, seed, **kw):  # noqa: ANN001, ANN003, ANN202
+        calls.append((kw["n_paths"], seed))
+        return (failing if len(calls) == 1 else passing)()
+
+    monkeypatch.setattr(dmft_module, "solve_dmft", solve)
+    s = TransitionSettings(draws=2, n_paths=3000)
+    _, esc, _, msg, _, _, retried = run_draw(CENTRED, 6.0, 500, 0, 0.3, s, 4)
+    assert (esc, msg, retried) == (2, "", True)
+    assert calls[1] == (RETRY_PATHS_FACTOR * 3000, calls[0][1])  # same seed, 4× the paths
+    monkeypatch.setattr(dmft_module, "solve_dmft", lambda *a, **k: failing())
+    _, esc, _, msg, _, _, retried = run_draw(CENTRED, 6.0, 500, 0, 0.3, s, 4)
+    assert esc == -1 and retried and msg.endswith(f"(also with {RETRY_PATHS_FACTOR * 3000} kernel paths)")
+    monkeypatch.setattr(dmft_module, "solve_dmft", lambda *a, **k: passing())
+    assert run_draw(CENTRED, 6.0, 500, 0, 0.3, s, 4)[6] is False  # no failure: solved once
+
+
+def test_r2_draw_that_diverges_at_few_paths_is_recovered() -> None:
+    """r² on z² − 1 (η = 0.1, T = 600) at δ = 3.65, d = 1000, seed 0: draw 4 (start 0.13) diverges at
+    step 6 with the default N = 2n = 7360 paths (its Q(t,t) grows 10⁷-fold in three steps; with
+    2·10⁴ paths the same start runs to T). Solved again with four times the paths, the point has no
+    failed draw."""
+    p = Problem.build(target="z**2 - 1", activation="quad", eta=0.1, steps=600)
+    r = success_probability(p, 3.65, 1000, settings=TransitionSettings(draws=8), throw=False)
+    assert r.ok and r.diagnostics["failures"] == [] and r.diagnostics["retried_draws"] >= 1
 
 
 @pytest.mark.slow
@@ -322,30 +360,32 @@ def test_a_failed_point_is_named_in_the_message(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setattr(dmft_module, "solve_dmft", solve)
     c = transition(CENTRED.replace(steps=4), 500, [3.0, 8.0], settings=TransitionSettings(draws=2),
                    throw=False)
-    assert calls["n"] == 4
+    assert calls["n"] == 6  # two draws per δ, and each failing draw once more with more paths
     assert c.status is Status.FAILED
+    assert c.diagnostics["retried_draws"] == 2
     assert c.message.startswith("1 of 2 points had failed draws: δ = 3: 2 DMFT draws failed")
     assert "non-finite kernels at step 3" in c.message and "δ = 8" not in c.message
 
 
 def test_kernel_paths_default_by_width() -> None:
-    """With neither n_paths nor paths_per_sample given, a centred label gets 2e4 kernel paths at
-    width 1 and 2n (n = δd GD samples), at least 5000, at widths 2 and more; a label with a
-    non-zero mean (``z**2``: mean 1; findings §10.4, §10.6) 8e4 at widths 1 and 2. null_rtol=None
-    resolves to 1e-4 at width 1 and 3e-3 at the other widths; explicit values are kept (a given
+    """With neither n_paths nor paths_per_sample given, a centred label gets 2n kernel paths
+    (n = δd GD samples), at least 5000, at every width; a label with a non-zero mean (``z**2``:
+    mean 1; findings §10.4, §10.6) a fixed 8e4 at widths 1 and 2. null_rtol=None resolves to 3e-3
+    except on an uncentred label at width 1 (1e-4); explicit values are kept (a given
     paths_per_sample gets no least number); the draws record them, and the cut-off reaches the
     draw's DMFT solve."""
     from dmftsolve.finite_d import default_kernel_paths, default_paths_per_sample, resolve_settings
 
-    assert [default_kernel_paths(m) for m in (1, 2, 3, 4)] == [20_000, 5000, 5000, 5000]
-    assert [default_paths_per_sample(m) for m in (1, 2, 3, 4)] == [None, 2.0, 2.0, 2.0]
+    assert [default_kernel_paths(m) for m in (1, 2, 3, 4)] == [5000, 5000, 5000, 5000]
+    assert [default_paths_per_sample(m) for m in (1, 2, 3, 4)] == [2.0, 2.0, 2.0, 2.0]
     assert [default_kernel_paths(m, uncentred=True) for m in (1, 2, 3)] == [80_000, 80_000, 20_000]
     assert [default_paths_per_sample(m, uncentred=True) for m in (1, 2, 3)] == [None, None, None]
-    expected = {"z**2": 80_000, "abs(z)": 80_000, "z**2 - 1": 20_000, "z**2 - 1 + 0.5*eps": 20_000}
-    for target, n in expected.items():
+    expected = {"z**2": (80_000, None, 1e-4), "abs(z)": (80_000, None, 1e-4),
+                "z**2 - 1": (5000, 2.0, 3e-3), "z**2 - 1 + 0.5*eps": (5000, 2.0, 3e-3)}
+    for target, want in expected.items():
         p = Problem.build(target=target, activation="gelu", eta=0.5, steps=2)
         s = resolve_settings(TransitionSettings(), p)
-        assert (s.n_paths, s.paths_per_sample) == (n, None), target
+        assert (s.n_paths, s.paths_per_sample, s.null_rtol) == want, target
     p2 = Problem.build(target="z**2 - 1", activation="gelu", m=2, eta=0.5, steps=2)
     s2 = resolve_settings(TransitionSettings(), p2)
     assert (s2.n_paths, s2.paths_per_sample) == (5000, 2.0)
@@ -366,7 +406,9 @@ def test_kernel_paths_default_by_width() -> None:
     assert resolve_settings(TransitionSettings(), p3).null_rtol == 3e-3
     p1 = Problem.build(target="z**2 - 1", activation="gelu", eta=0.5, steps=2)
     r1 = success_probability(p1, 5.0, 200, settings=TransitionSettings(draws=2))
-    assert r1.settings["n_paths"] == 20_000 and r1.settings["null_rtol"] == 1e-4
+    used = (r1.settings["n_paths"], r1.settings["paths_per_sample"], r1.settings["null_rtol"])
+    assert used == (5000, 2.0, 3e-3)
+    assert resolve_settings(TransitionSettings(n_paths=4000), p1).null_rtol == 3e-3  # cut-off still filled
     from dmftsolve.finite_d.draws import solve_draw
 
     s2 = resolve_settings(TransitionSettings(draws=2, null_rtol=0.02), p2)

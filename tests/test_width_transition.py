@@ -395,7 +395,7 @@ def test_cli_transition_sim_file_is_checked_before_any_work(tmp_path, capsys) ->
 @pytest.mark.parametrize(("argv", "words"), [
     (["--paths-per-sample", "1e-9", "--delta", "5,6"], "gives 0 kernel paths"),
     (["--delta", "1e-9,2e-9"], "at least 2 samples"),
-    (["--draws", "100000", "--delta", "5,6,7,8,9,10,11,12,13,14"], "would take about"),
+    (["--draws", "100000", "--delta", "5,6,7,8,9,10,11,12,13,14", "--paths", "20000"], "would take about"),
     (["--max-draws", "100000", "--paths", "400000"], "would take about"),
 ])
 def test_cli_transition_refuses_up_front(argv: list[str], words: str, capsys) -> None:  # noqa: ANN001

@@ -74,9 +74,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     g.add_argument("--paths", type=positive_int("--paths", 10**7), default=None, metavar="N",
                    help="kernel paths (default: by width and label)")
     g.add_argument("--null-rtol", type=null_rtol, default=None, metavar="X",
-                   help="innovation variance cut-off (default: by width)")
+                   help="variance cut-off (default: by width and label)")
     g.add_argument("--paths-per-sample", type=float, default=None, metavar="X",
-                   help="round(X n) kernel paths (default: by width)")
+                   help="round(X n) paths (default: by width and label)")
     g.add_argument("--force-weights", choices=("paired", "poisson"), default="paired", metavar="NAME",
                    help="forced: paired or poisson (default: %(default)s)")
     g.add_argument("--path-dtype", choices=("float32", "float64"), default="float32", metavar="NAME",
@@ -274,9 +274,11 @@ def run(args: argparse.Namespace) -> int:
                 for x, k, n in zip(c.deltas, c.successes, c.draws, strict=True)]
         search = "adaptive search" if args.delta is None else "grid"
         gave_up = c.diagnostics.get("given_up_draws", 0)
+        retried = c.diagnostics.get("retried_draws", 0)
+        again = f", {retried} solved again with more paths" if retried else ""
         out = [f"Predicted GD success probability at d = {args.d}, T = {problem.training.steps} "
                f"({search}, construction {args.construction}, {int(c.draws.sum())} draws, "
-               f"{gave_up} of them gave up)",
+               f"{gave_up} of them gave up{again})",
                format_table(["delta", "escapes", "P(success)"], rows)]
         if sim_fit is not None:
             out.append(f"simulator delta_50 = {format_pm(sim_fit[0], sim_fit[1])} (probit fit, "

@@ -161,6 +161,7 @@ def success_probability(problem: Problem, delta: float, d: int, *,
     diverged = sum(o[2] for o in outs)
     failures = [o[3] for o in outs if o[3]]
     gave_up = sum(o[4] for o in outs)
+    retried = sum(o[6] for o in outs)
     ok = esc >= 0
     succ = int(ok.sum())
     p_hat = succ / K
@@ -176,7 +177,7 @@ def success_probability(problem: Problem, delta: float, d: int, *,
         settings={**dataclasses.asdict(s), "steps": T, "problem": problem.to_dict(), "n": n,
                   "batch": batch},
         diagnostics={"construction": CONSTRUCTIONS[s.construction], "failures": failures,
-                     "diverged_draws": diverged, "given_up_draws": gave_up,
+                     "diverged_draws": diverged, "given_up_draws": gave_up, "retried_draws": retried,
                      "kernel_paths": kernel_paths(s, n),
                      "curvature_excess": curvature_excess(s, n), "hard_directions": list(hard),
                      "init": s.init,
@@ -211,7 +212,8 @@ def _pool(points: Sequence[SuccessProbability]) -> SuccessProbability:
         settings={**first.settings, "batch": [p.settings.get("batch", 0) for p in points]},
         diagnostics={**first.diagnostics, "failures": failures,
                      "diverged_draws": sum(p.diagnostics.get("diverged_draws", 0) for p in points),
-                     "given_up_draws": sum(p.diagnostics.get("given_up_draws", 0) for p in points)},
+                     "given_up_draws": sum(p.diagnostics.get("given_up_draws", 0) for p in points),
+                     "retried_draws": sum(p.diagnostics.get("retried_draws", 0) for p in points)},
         elapsed=sum(p.elapsed for p in points), p=p_hat,
         p_err=binomial_error(succ, K), successes=succ, draws=K,
         m0=np.concatenate([p.m0 for p in points]),
@@ -351,6 +353,7 @@ def transition(problem: Problem, d: int, deltas: Sequence[float] | None = None, 
         diagnostics={"fit": f"probit maximum likelihood, {error} se (probit_fit, shrink={shrink!r})",
                      "total_draws": int(n.sum()),
                      "given_up_draws": sum(p.diagnostics.get("given_up_draws", 0) for p in points),
+                     "retried_draws": sum(p.diagnostics.get("retried_draws", 0) for p in points),
                      "hard_directions": points[0].diagnostics.get("hard_directions") if points else None},
         elapsed=time.perf_counter() - t0, d=d, deltas=xs,
         p=np.array([p.p for p in points]), p_err=np.array([p.p_err for p in points]),

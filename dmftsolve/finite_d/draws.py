@@ -11,6 +11,7 @@ construction, GD's finite-``n`` gradient on the overlaps
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -27,7 +28,13 @@ from dmftsolve.finite_d.stopping import FirstPassage
 from dmftsolve.problem import Problem
 
 __all__ = ["draw_starts", "stratified_starts", "draw_settings", "solve_draw", "run_draw", "sane_steps",
-           "draw_seed", "spectral_seed"]
+           "draw_seed", "spectral_seed", "RETRY_PATHS_FACTOR"]
+
+#: A draw of the ``"forced"`` or ``"initial"`` construction whose DMFT fails before it passes
+#: (non-finite or non-positive kernels from the paths' own noise, e.g. r² at a few thousand
+#: paths) is solved once more from the same start and seed with this many times the kernel paths
+#: (:func:`run_draw`); ``diagnostics["retried_draws"]`` counts them.
+RETRY_PATHS_FACTOR = 4
 
 
 def draw_seed(seed: int, delta: float, d: int, k: int) -> int:
@@ -164,20 +171,9 @@ def spectral_seed(seed: int, delta: float, d: int, k: int) -> list[int]:
     return [seed, int(round(1000 * delta)), int(d), int(k), 1]
 
 
-def run_draw(problem: Problem, delta: float, d: int, k: int, m0: Any,
-             s: TransitionSettings, T: int, hard: Sequence[int] | None = None,
-             stop: bool = False) -> tuple[float, int, bool, str, bool, Any]:
-    """One DMFT draw: ``(last sane success statistic, step of success or −1, diverged, failure
-    message, gave up, start)``; the statistic is the smallest hard-direction projection
-    (:mod:`dmftsolve.success`). Success is the first passage by step ``T``, or with
-    ``s.init="spectral"`` the statistic at ``T`` (then the step of success is ``T``); a spectral
-    draw given ``m0=None`` samples its start's overlap (:func:`~dmftsolve.finite_d.spectral.
-    spectral_overlaps`), and ``start`` is the start used."""
-    if s.init == "spectral":
-        if m0 is None:
-            m0 = float(spectral_overlaps(problem, delta, d, 1, spectral_seed(s.seed, delta, d, k))[0])
-        stop = False
-    r = solve_draw(problem, delta, d, k, m0, s, T, hard, stop)
+def _outcome(r: Any, s: TransitionSettings, T: int, hard: Sequence[int] | None, k: int,
+             m0: Any) -> tuple[float, int, bool, str, bool, Any]:
+    """:func:`run_draw`'s tuple (without the retry flag) from the draw's solve ``r``."""
     # first passage, before any blow-up (:func:`sane_steps`); a solve that stopped on
     # non-finite kernels counts if it escaped before.
     per = getattr(r, "cosine_per_direction", None)
@@ -199,3 +195,32 @@ def run_draw(problem: Problem, delta: float, d: int, k: int, m0: Any,
     diverged = upto < stat.size and stopped is None
     gave_up = getattr(r, "diagnostics", {}).get("gave_up_at") is not None
     return last, int(above[0]) if above.size else -1, diverged, "", gave_up and not above.size, m0
+
+
+def run_draw(problem: Problem, delta: float, d: int, k: int, m0: Any,
+             s: TransitionSettings, T: int, hard: Sequence[int] | None = None,
+             stop: bool = False) -> tuple[float, int, bool, str, bool, Any, bool]:
+    """One DMFT draw: ``(last sane success statistic, step of success or −1, diverged, failure
+    message, gave up, start, retried)``; the statistic is the smallest hard-direction projection
+    (:mod:`dmftsolve.success`). Success is the first passage by step ``T``, or with
+    ``s.init="spectral"`` the statistic at ``T`` (then the step of success is ``T``); a spectral
+    draw given ``m0=None`` samples its start's overlap (:func:`~dmftsolve.finite_d.spectral.
+    spectral_overlaps`), and ``start`` is the start used.
+
+    A ``"forced"`` or ``"initial"`` draw whose solve fails before it passes is solved once more,
+    from the same start and path seed, with :data:`RETRY_PATHS_FACTOR` times the kernel paths
+    (``retried`` is then True); the failure message is kept only if that solve fails too."""
+    if s.init == "spectral":
+        if m0 is None:
+            m0 = float(spectral_overlaps(problem, delta, d, 1, spectral_seed(s.seed, delta, d, k))[0])
+        stop = False
+    out = _outcome(solve_draw(problem, delta, d, k, m0, s, T, hard, stop), s, T, hard, k, m0)
+    if not out[3] or s.construction == "finite_n":
+        return (*out, False)
+    s = resolve_settings(s, problem)
+    more = dataclasses.replace(s, n_paths=RETRY_PATHS_FACTOR * kernel_paths(s, int(round(delta * d))),
+                               paths_per_sample=None)
+    again = _outcome(solve_draw(problem, delta, d, k, m0, more, T, hard, stop), more, T, hard, k, m0)
+    if again[3]:
+        again = (*again[:3], f"{again[3]} (also with {more.n_paths} kernel paths)", *again[4:])
+    return (*again, True)

@@ -46,17 +46,21 @@ INITS = ("random", "spectral")
 #: (``docs/findings.md`` §10.6, §10.7). ``recommended_uncentred`` is what
 #: :func:`~dmftsolve.finite_d.diagnostics.label_mean_warning` asks for on an uncentred label.
 KERNEL_PATHS: dict[int | None, dict[str, float]] = {
-    1: {"centred": 20_000, "uncentred": 80_000, "recommended_uncentred": 80_000},
+    1: {"centred": 5_000, "centred_per_sample": 2.0, "uncentred": 80_000, "recommended_uncentred": 80_000},
     2: {"centred": 5_000, "centred_per_sample": 2.0, "uncentred": 80_000, "recommended_uncentred": 80_000},
     None: {"centred": 5_000, "centred_per_sample": 2.0, "uncentred": 20_000, "recommended_uncentred": 40_000},
 }
 
 #: The zero-variance cut-off of a draw's innovations (``DMFTSettings.null_rtol``) when
-#: ``TransitionSettings.null_rtol`` is None, by width (``None``: every width not listed). An
-#: innovation whose conditional variance is below this fraction of ``Q(t,t)`` is treated as
-#: deterministic; Stein's response to one just above it is its moment divided by its standard
-#: deviation, so its noise grows as the cut-off falls (``docs/findings.md`` §10.6).
-NULL_RTOL: dict[int | None, float] = {1: 1e-4, None: 3e-3}
+#: ``TransitionSettings.null_rtol`` is None, by width (``None``: every width not listed) and then
+#: label (:func:`label_is_uncentred`). An innovation whose conditional variance is below this
+#: fraction of ``Q(t,t)`` is treated as deterministic; Stein's response to one just above it is its
+#: moment divided by its standard deviation, so its noise grows as the cut-off falls
+#: (``docs/findings.md`` §10.6, §10.7).
+NULL_RTOL: dict[int | None, dict[str, float]] = {
+    1: {"centred": 3e-3, "uncentred": 1e-4},
+    None: {"centred": 3e-3, "uncentred": 3e-3},
+}
 
 #: ``|E[y]|`` above this fraction of ``sd(y)`` makes a label "uncentred" (:func:`label_is_uncentred`)
 LABEL_MEAN_WARN = 0.1
@@ -102,8 +106,8 @@ def default_kernel_paths(m: int, uncentred: bool = False) -> int:
 
     Examples
     --------
-    >>> default_kernel_paths(1), default_kernel_paths(1, uncentred=True), default_kernel_paths(2)
-    (20000, 80000, 5000)
+    >>> default_kernel_paths(1), default_kernel_paths(1, uncentred=True), default_kernel_paths(3)
+    (5000, 80000, 5000)
     """
     return int(_policy(m)["uncentred" if uncentred else "centred"])
 
@@ -116,21 +120,22 @@ def default_paths_per_sample(m: int, uncentred: bool = False) -> float | None:
     Examples
     --------
     >>> default_paths_per_sample(1), default_paths_per_sample(2), default_paths_per_sample(2, uncentred=True)
-    (None, 2.0, None)
+    (2.0, 2.0, None)
     """
     return None if uncentred else _policy(m).get("centred_per_sample")
 
 
-def default_null_rtol(m: int) -> float:
-    """The zero-variance cut-off of a draw's innovations at width ``m`` when
-    ``TransitionSettings.null_rtol`` is None (:data:`NULL_RTOL`).
+def default_null_rtol(m: int, uncentred: bool = False) -> float:
+    """The zero-variance cut-off of a draw's innovations at width ``m`` on a centred label, or
+    on one with a non-zero mean if ``uncentred``, when ``TransitionSettings.null_rtol`` is None
+    (:data:`NULL_RTOL`).
 
     Examples
     --------
-    >>> default_null_rtol(1), default_null_rtol(2), default_null_rtol(3)
-    (0.0001, 0.003, 0.003)
+    >>> default_null_rtol(1), default_null_rtol(1, uncentred=True), default_null_rtol(2)
+    (0.003, 0.0001, 0.003)
     """
-    return NULL_RTOL.get(int(m), NULL_RTOL[None])
+    return NULL_RTOL.get(int(m), NULL_RTOL[None])["uncentred" if uncentred else "centred"]
 
 
 def recommended_kernel_paths(m: int, uncentred: bool) -> int:
@@ -167,7 +172,7 @@ class TransitionSettings:
         :func:`resolve_settings`).
     null_rtol : float, optional
         Zero-variance cut-off of each draw's innovations (``DMFTSettings.null_rtol``), in
-        ``[0, 1)``. None (default): :func:`default_null_rtol` of the problem's width.
+        ``[0, 1)``. None (default): :func:`default_null_rtol` of the problem's width and label.
     workers : int
         Processes for the draws in :func:`~dmftsolve.finite_d.transition` (1: in this
         process). Each draw keeps one BLAS thread; the result does not depend on ``workers``.
@@ -275,7 +280,7 @@ def resolve_settings(s: TransitionSettings, problem: Problem) -> TransitionSetti
     """``s`` with the kernel-path policy and ``null_rtol`` filled in for ``problem`` where they
     are None: with neither ``n_paths`` nor ``paths_per_sample`` given, both from the policy of
     the problem's width and label (:func:`default_kernel_paths`, :func:`default_paths_per_sample`);
-    ``null_rtol`` from :func:`default_null_rtol` of its width.
+    ``null_rtol`` from :func:`default_null_rtol` of its width and label.
 
     Examples
     --------
@@ -284,14 +289,17 @@ def resolve_settings(s: TransitionSettings, problem: Problem) -> TransitionSetti
     >>> s.n_paths, s.paths_per_sample, s.null_rtol
     (5000, 2.0, 0.003)
     """
+    fill_paths = s.n_paths is None and s.paths_per_sample is None
+    if not fill_paths and s.null_rtol is not None:
+        return s
+    uncentred = label_is_uncentred(problem)
     fill: dict[str, Any] = {}
-    if s.n_paths is None and s.paths_per_sample is None:
-        uncentred = label_is_uncentred(problem)
+    if fill_paths:
         fill["n_paths"] = default_kernel_paths(problem.m, uncentred)
         fill["paths_per_sample"] = default_paths_per_sample(problem.m, uncentred)
     if s.null_rtol is None:
-        fill["null_rtol"] = default_null_rtol(problem.m)
-    return dataclasses.replace(s, **fill) if fill else s
+        fill["null_rtol"] = default_null_rtol(problem.m, uncentred)
+    return dataclasses.replace(s, **fill)
 
 
 def kernel_paths(s: TransitionSettings, n: int) -> int:

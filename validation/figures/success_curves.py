@@ -73,7 +73,6 @@ and 7.15 ± 0.30 (``docs/figures.md`` §1a).
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 import sys
@@ -84,7 +83,7 @@ from typing import Any
 import numpy as np
 
 from dmftsolve import Problem
-from dmftsolve.finite_d import TransitionSettings, default_kernel_paths
+from dmftsolve.finite_d import TransitionSettings
 from validation.figures.common import (
     CacheMiss,
     PointCache,
@@ -165,14 +164,14 @@ def gd_probit(pts: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 # --------------------------------------------------------------------------- theory
-#: the transition's default construction, part of the cache key (a change of the library's
-#: default recomputes the theory curve instead of redrawing a stale one). The cases are single
-#: neurons, so ``n_paths`` is the width-1 default. The float32 path history of 0.3.0 is left out
-#: of the key: on 192 paired draws it gave the float64 outcome in 191
-#: (``path_precision`` in ``docs/investigations.md``), so the cached curves stand.
-_WIDTH1 = TransitionSettings(n_paths=default_kernel_paths(1))
-THEORY_DEFAULTS = {k: v for k, v in dataclasses.asdict(_WIDTH1).items()
-                   if k in ("construction", "n_paths", "paths_per_sample", "force_weights")}
+#: the theory curve's settings, part of the cache key: fixed here rather than the library's
+#: defaults, so that the stored curves are redrawn with what computed them (2·10⁴ kernel paths,
+#: the cut-off 10⁻⁴ and the plain Stein mean; the float32 path history gave the float64 outcome in
+#: 191 of 192 paired draws, ``path_precision`` in ``docs/investigations.md``).
+THEORY_DEFAULTS: dict[str, Any] = {"construction": "forced", "n_paths": 20_000, "paths_per_sample": None,
+                                   "force_weights": "paired"}
+THEORY_NULL_RTOL = 1e-4
+
 
 def theory_curve(case: dict[str, Any], steps: int, d: int, deltas: list[float], draws: int,
                  seed: int) -> dict[str, Any]:
@@ -183,7 +182,8 @@ def theory_curve(case: dict[str, Any], steps: int, d: int, deltas: list[float], 
 
         curve = transition(problem_of(case, steps), d, deltas,
                            settings=TransitionSettings(steps=steps, draws=draws, seed=seed,
-                                                       stein_regression=False),  # as cached (0.4)
+                                                       stein_regression=False, null_rtol=THEORY_NULL_RTOL,
+                                                       n_paths=THEORY_DEFAULTS["n_paths"]),
                            throw=False)
     except Exception as exc:  # noqa: BLE001 - recorded and drawn without the theory
         return {"error": f"{type(exc).__name__}: {exc}", "elapsed": time.perf_counter() - t0}
