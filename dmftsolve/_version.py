@@ -5,4 +5,4 @@ package. It is bumped once per release (not per commit), and ``CHANGELOG.md`` sa
 what the release changed.
 """
 
-__version__ = "0.13.0"
+__version__ = "0.14.0"
