@@ -70,7 +70,8 @@ import numpy as np
 
 from dmftsolve import Problem
 from dmftsolve.simulation.simulator import simulate
-from dmftsolve.thresholds.hessian_threshold import ThresholdSettings, delta_nn
+from dmftsolve.thresholds.hessian_threshold import delta_nn
+from dmftsolve.thresholds.settings import ThresholdSettings
 
 MAIN = {"bracket": (2.0, 40.0), "grid": 6, "n_paths": 10_000, "seed": 0, "long_time": 200, "replicates": 3}
 
@@ -132,7 +133,7 @@ def outlier_points_ratio() -> dict:
     """(c): outliers with 400 and 100 scan points on the same laws."""
     from dmftsolve.dynamics.dmft import solve_dmft
     from dmftsolve.hessian.outlier_equation import outliers
-    from dmftsolve.thresholds.hessian_threshold import restricted
+    from dmftsolve.thresholds.restricted_hessian import restricted
 
     prob, hard = restricted(Problem.build(target="z**2", activation="gelu", eta=0.5))
     times = {400: 0.0, 100: 0.0}
@@ -158,7 +159,7 @@ def outlier_points_ratio() -> dict:
 def edge_march_passes() -> dict:
     """(d): the left-edge march with one pass against the default passes, same laws."""
     from dmftsolve.hessian._resolvent import left_edge_march, prepare_law
-    from dmftsolve.thresholds.hessian_threshold import hard_spectrum
+    from dmftsolve.thresholds.restricted_hessian import hard_spectrum
 
     prob = Problem.build(target="z**2", activation="quad", m=2, eta=0.05)
     out: dict = {"one_pass_s": 0.0, "default_s": 0.0, "laws": []}

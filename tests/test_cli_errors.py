@@ -301,7 +301,7 @@ def test_plot_path_checked_before_the_work(
 
 
 def test_threshold_settings_validates_every_field() -> None:
-    from dmftsolve.thresholds.hessian_threshold import ThresholdSettings
+    from dmftsolve.thresholds.settings import ThresholdSettings
 
     for bad in (
         {"grid": 2.5},

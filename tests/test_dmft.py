@@ -613,7 +613,7 @@ def test_diverged_recursion_is_a_failure(monkeypatch: pytest.MonkeyPatch) -> Non
     ``Q`` up to the last good step (all PSD) and NaN after it. With the check switched off the
     same run reports success with a non-PSD ``Q``: the check is what catches it."""
     from dmftsolve.dynamics import dmft
-    from dmftsolve.thresholds.hessian_threshold import restricted
+    from dmftsolve.thresholds.restricted_hessian import restricted
 
     prob, _ = restricted(Problem.build(target="z**2 + 0.5*eps", activation="gelu", m=2, eta=0.5,
                                        steps=200))
@@ -639,7 +639,7 @@ def test_larger_null_rtol_cures_the_width2_divergence() -> None:
     ``null_rtol = 1e-3`` each succeeds with ``Q(t, t)`` positive definite at every step (smallest
     eigenvalue 0.21-0.30 over the seeds when written; Q agreed with the default within its
     Monte Carlo error at 10⁴ paths, docs/findings.md §4.9)."""
-    from dmftsolve.thresholds.hessian_threshold import restricted
+    from dmftsolve.thresholds.restricted_hessian import restricted
 
     prob, _ = restricted(Problem.build(target="z**2 + 0.5*eps", activation="gelu", m=2, eta=0.5,
                                        steps=200))

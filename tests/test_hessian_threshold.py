@@ -14,7 +14,9 @@ from dmftsolve.cli import main
 from dmftsolve.dynamics.fixed_point import FixedPointSettings, solve_fixed_point
 from dmftsolve.gaussian import gauss_hermite_rule
 from dmftsolve.simulation.simulator import simulate
-from dmftsolve.thresholds.hessian_threshold import ThresholdSettings, delta_nn, restricted
+from dmftsolve.thresholds.hessian_threshold import delta_nn
+from dmftsolve.thresholds.restricted_hessian import restricted
+from dmftsolve.thresholds.settings import ThresholdSettings
 
 
 def _bbp_reference_t0() -> float:
@@ -108,7 +110,7 @@ def test_parallel_replicates_equal_the_serial_run() -> None:
 def test_shorter_horizon_gives_the_same_law_at_earlier_times() -> None:
     """The long-time rule evaluates a δ first needed at T/2 with a DMFT run to T/2 only: the
     paths up to a step do not depend on the horizon, so the spectrum there is the same."""
-    from dmftsolve.thresholds.hessian_threshold import hard_spectra
+    from dmftsolve.thresholds.restricted_hessian import hard_spectra
 
     p = Problem.build(target="z**2", activation="gelu", eta=0.5)
     s = ThresholdSettings(n_paths=2000, seed=4)
@@ -218,7 +220,7 @@ def test_hard_spectrum_edges_outliers_law_and_unbounded_laws() -> None:
     above); y = z²: D unbounded below, so no edge with tails="strict", a warning with "sample"."""
     from dmftsolve.hessian.law import Law
     from dmftsolve.hessian.outlier_equation import training_outliers
-    from dmftsolve.thresholds.hessian_threshold import hard_spectrum
+    from dmftsolve.thresholds.restricted_hessian import hard_spectrum
 
     hs = hard_spectrum(Problem.build(target="Min(z**2, 3)", activation="quad"), 3.0, 0,
                        settings=ThresholdSettings(n_paths=20_000, seed=0))
@@ -244,7 +246,7 @@ def test_null_rtol_reaches_the_dmft_of_the_threshold_search() -> None:
     """``ThresholdSettings.null_rtol`` is the DMFT's: at width 2, GeLU, ``y = z² + 0.5 ε``, δ = 40,
     t = 200, 2000 paths, the default cut-off lets the Stein recursion diverge (the hard spectrum
     fails and says so, tests/test_dmft.py) and ``1e-3`` does not."""
-    from dmftsolve.thresholds.hessian_threshold import hard_spectrum
+    from dmftsolve.thresholds.restricted_hessian import hard_spectrum
 
     p = Problem.build(target="z**2 + 0.5*eps", activation="gelu", m=2, eta=0.5, steps=200)
     base = dict(n_paths=2000, seed=0, workers=1)

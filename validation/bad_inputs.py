@@ -761,7 +761,7 @@ def _api_cases() -> list[Case]:
     import numpy as np
 
     import dmftsolve as ds
-    from dmftsolve.thresholds.hessian_threshold import ThresholdSettings
+    from dmftsolve.thresholds.settings import ThresholdSettings
 
     P = ds.Problem.build
     c: list[Case] = []

@@ -58,12 +58,8 @@ from dmftsolve.dynamics.dmft import solve_dmft
 from dmftsolve.results import SolverError, jsonable
 from dmftsolve.simulation.sweeps import sweep
 from dmftsolve.thresholds.directions import split_directions
-from dmftsolve.thresholds.hessian_threshold import (
-    ThresholdPredicate,
-    ThresholdSettings,
-    delta_nn,
-    search_threshold,
-)
+from dmftsolve.thresholds.hessian_threshold import ThresholdPredicate, delta_nn, search_threshold
+from dmftsolve.thresholds.settings import ThresholdSettings
 from validation import script_parser
 
 OUT = (Path(sys.argv[sys.argv.index("--out-dir") + 1]) if "--out-dir" in sys.argv[:-1]

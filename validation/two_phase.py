@@ -36,7 +36,8 @@ from dmftsolve.dynamics.dmft import solve_dmft
 from dmftsolve.results import jsonable
 from dmftsolve.simulation.simulator import simulate
 from dmftsolve.thresholds.directions import split_directions
-from dmftsolve.thresholds.hessian_threshold import ThresholdSettings, delta_nn
+from dmftsolve.thresholds.hessian_threshold import delta_nn
+from dmftsolve.thresholds.settings import ThresholdSettings
 from dmftsolve.thresholds.staged import staged_alg_threshold
 from dmftsolve.thresholds.weak_recovery import alg_threshold
 from validation import script_parser

@@ -201,7 +201,8 @@ def run(args: argparse.Namespace) -> int:
     from dmftsolve.cli._common import check_output_path
     from dmftsolve.hessian.law import Law
     from dmftsolve.results import SolverError
-    from dmftsolve.thresholds.hessian_threshold import ThresholdSettings, hard_spectrum, restricted
+    from dmftsolve.thresholds.restricted_hessian import hard_spectrum, restricted
+    from dmftsolve.thresholds.settings import ThresholdSettings
 
     if given(args, "steps") and not given(args, "t"):  # --steps T alone: the Hessian at step T
         if args.steps < 0:

@@ -181,7 +181,8 @@ def _answer(res: Any) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from dmftsolve.thresholds.hessian_threshold import ThresholdSettings, delta_nn
+    from dmftsolve.thresholds.hessian_threshold import delta_nn
+    from dmftsolve.thresholds.settings import ThresholdSettings
 
     if given(args, "steps"):
         warn(args, f"--steps {args.steps} is ignored: threshold takes the Hessian at --t, or at "

@@ -5,25 +5,11 @@ restricted dynamics (hard directions held at zero overlap) has an outlier
 below the bulk whose eigenvector overlaps the hard subspace, and which is
 negative (``criterion="negative"``, the default: GD then escapes along it)
 or merely separated from the bulk (``criterion="separated"``: the BBP point).
-
-The pipeline at one ``δ`` is :func:`hard_spectra` (one public function; the
-``spectrum`` command uses the same through :func:`hard_spectrum`):
-restricted problem (:func:`restricted`) → law of the training fields
-(:class:`~dmftsolve.hessian.law.Law`) → outliers along the hard directions
-(:func:`dmftsolve.hessian.outlier_equation.outliers`). The law is
-
-* finite ``t``: the DMFT paths at step ``t`` (``DMFTResult.law(t)``,
-  :func:`dmftsolve.dynamics.dmft.solve_dmft`), re-run at every ``δ``;
-* ``t = None`` (the long-time limit): ``δ_NN(T)`` and ``δ_NN(T/2)`` from the
-  same DMFT runs, ``T = settings.long_time``; the answer is accepted when the
-  two brackets overlap (the stated convergence rule), and flagged
-  ``NOT_CONVERGED`` otherwise;
-* ``t = "tti"``: the time-translation-invariant fixed point
-  (``FixedPoint.law()``, :func:`dmftsolve.dynamics.fixed_point.solve_fixed_point`).
-  This is fast, but only valid where GD converges to the fixed point it
-  selects: for square loss on ``y = z²`` with GeLU or ``r²`` neurons the
-  global proximal branch does not match long GD runs (``docs/findings.md``
-  §2.3), so it is not the default.
+Each ``δ`` is one evaluation of :func:`~dmftsolve.thresholds.restricted_hessian.hard_spectra`
+with :class:`~dmftsolve.thresholds.settings.ThresholdSettings`.
+For ``t = None`` (the long-time limit) ``δ_NN(T)`` and ``δ_NN(T/2)`` come from the same DMFT
+runs, ``T = settings.long_time``; the answer is accepted when the two brackets overlap (the
+stated convergence rule), and flagged ``NOT_CONVERGED`` otherwise.
 
 The threshold is located by :func:`search_threshold` on a cached predicate
 (:class:`ThresholdPredicate`): a scan of a geometric grid of ``δ`` for the
@@ -52,426 +38,27 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal, NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 from scipy.optimize import bisect
 
 from dmftsolve._blas import blas_threads
-from dmftsolve.checks import check_delta
-from dmftsolve.dynamics.dmft import check_null_rtol, solve_dmft
-from dmftsolve.dynamics.fixed_point import FixedPointSettings, solve_fixed_point
-from dmftsolve.hessian.law import Law
-from dmftsolve.hessian.outlier_equation import Outliers, outliers
-from dmftsolve.hessian.spectrum import TAIL_INDEX_THRESHOLD, tail_index
 from dmftsolve.problem import Problem
 from dmftsolve.results import Result, SolverError, Status
 from dmftsolve.thresholds.directions import DirectionSplit, split_directions
+from dmftsolve.thresholds.restricted_hessian import (
+    HardSpectrum,
+    Time,
+    check_time,
+    hard_spectra,
+    restricted,
+)
+from dmftsolve.thresholds.settings import ThresholdSettings
 from dmftsolve.thresholds.weak_recovery import alg_threshold
 
-__all__ = ["ThresholdSettings", "HardSpectrum", "Threshold", "hard_spectra", "hard_spectrum", "delta_nn",
-           "restricted", "ThresholdPredicate", "SearchOutcome", "search_threshold", "combine_replicates",
-           "available_cores"]
-
-
-def available_cores() -> int:
-    """Cores this process may run on (``os.sched_getaffinity``; ``os.cpu_count`` elsewhere)."""
-    try:
-        return max(len(os.sched_getaffinity(0)), 1)
-    except AttributeError:  # not on Linux
-        return max(os.cpu_count() or 1, 1)
-
-
-@dataclass(frozen=True)
-class ThresholdSettings:
-    """Settings of the threshold search, kept apart from the problem.
-
-    Parameters
-    ----------
-    criterion : {"negative", "separated"}
-        What counts as "the Hessian has a hard outlier" (module docstring).
-    bracket : (float, float)
-        Range of ``δ`` searched.
-    grid : int
-        Points of the initial geometric grid over ``bracket``.
-    xtol : float
-        Width of the final bracket in ``δ``. With replicates there is no
-        point in a bracket much narrower than the replicate standard error:
-        the seed-to-seed spread dominates (for ``y = z²`` at ``10⁴`` paths it
-        is about 2 in ``δ``, a standard error of about 1.1 over 3 seeds), and
-        each halving of the bracket costs one DMFT run per seed and time.
-    n_paths, seed : int
-        Monte Carlo paths and seed of each DMFT run (finite ``t``).
-    long_time : int
-        ``T`` of the long-time rule (``t=None``): steps of each DMFT run.
-    time_rtol : float
-        The long-time rule accepts ``δ_NN(T)`` when the brackets at ``T/2``
-        and ``T`` are within ``max(xtol, time_rtol·δ_NN(T))`` of each other
-        (the Monte Carlo noise of the sampled law of ``D`` moves the bracket
-        by a few per cent at ``10⁴`` paths).
-    tails : {"sample", "strict"}
-        What to do when the law of ``D`` at a finite step looks unbounded below
-        (square loss with unbounded ``y``, ``docs/theory.md`` §3.5): ``"strict"``
-        fails (the bulk has no finite left edge), ``"sample"`` (default) uses the
-        law of the ``n_paths`` Monte Carlo samples as it is, whose edge is that
-        of a system with about ``n_paths`` samples, and reports the tail index
-        in the diagnostics and a warning.
-    fixed_point : FixedPointSettings or None
-        Settings of the fixed point (``t = ∞``); default by width: the global
-        proximal branch for ``m = 1``, Newton otherwise.
-    replicates : int
-        Independent searches with DMFT seeds ``seed, seed + 1, …`` (finite
-        ``t`` and the long-time rule). With two or more, ``delta_nn`` is the
-        mean of their bracket midpoints and ``stderr`` its standard error: the
-        Monte Carlo error of the threshold, which the bisection bracket of a
-        single seed does not show (for ``y = z²`` at ``10⁴`` paths the seed
-        spread is about 1.5 in ``δ`` against a bracket width of 0.15).
-    workers : int or None
-        Processes over which the replicates' evaluations are spread (default
-        None: the available cores, :func:`available_cores`); 1 runs everything
-        in this process. The result does not depend on it.
-    null_rtol : float or None
-        ``null_rtol`` of each DMFT run (:class:`~dmftsolve.dynamics.dmft.DMFTSettings`; None:
-        its default, ``1e-4`` for the Stein responses; for the long-time rule at width ``m >= 2``,
-        :data:`LONG_NULL_RTOL_WIDE` = ``1e-3``). At width 2 over long horizons ``1e-4``
-        can let the recursion diverge (the run fails with "the DMFT diverged"); ``1e-3``
-        cures it without moving ``Q`` beyond its Monte Carlo error (``docs/findings.md``
-        §4.9).
-    outlier_points : int
-        Scan points of the outlier search below the bulk (``npoints`` of
-        :func:`~dmftsolve.hessian.outlier_equation.outliers`, default 100, which
-        locates the edges and outliers as 400 points do, at a quarter of the cost;
-        ``benchmarks/bench_threshold.py`` compares them).
-
-    Examples
-    --------
-    >>> from dmftsolve import ThresholdSettings
-    >>> s = ThresholdSettings(bracket=(1.0, 3.0), n_paths=2000, replicates=2)
-    >>> s.bracket, s.seed, s.criterion
-    ((1.0, 3.0), 0, 'negative')
-    """
-
-    criterion: Literal["negative", "separated"] = "negative"
-    bracket: tuple[float, float] = (1.0, 40.0)
-    grid: int = 8
-    xtol: float = 0.05
-    n_paths: int = 20_000
-    seed: int = 0
-    long_time: int = 400
-    time_rtol: float = 0.05
-    tails: Literal["sample", "strict"] = "sample"
-    fixed_point: FixedPointSettings | None = None
-    replicates: int = 1
-    workers: int | None = None
-    outlier_points: int = 100
-    null_rtol: float | None = None
-
-    def __post_init__(self) -> None:
-        def integer(name: str, minimum: int) -> None:
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < minimum:
-                raise ValueError(f"{name} must be an integer >= {minimum}, got {v!r:.80}")
-
-        def real(name: str, positive: bool) -> None:
-            v = getattr(self, name)
-            if (isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating))
-                    or not np.isfinite(v) or (v <= 0 if positive else v < 0)):
-                raise ValueError(f"{name} must be a finite number {'>' if positive else '>='} 0, "
-                                 f"got {v!r:.80}")
-
-        if self.criterion not in ("negative", "separated"):
-            raise ValueError(f"criterion must be 'negative' or 'separated', got {self.criterion!r:.80}")
-        if isinstance(self.bracket, (str, bytes)) or not hasattr(self.bracket, "__len__") \
-                or len(self.bracket) != 2:
-            raise ValueError(f"bracket must be a pair (low, high), got {self.bracket!r:.80}")
-        lo, hi = (check_delta(v) for v in self.bracket)
-        if not lo < hi:
-            raise ValueError(f"bracket must be (low, high) with low < high, got {self.bracket!r:.80}")
-        integer("grid", 2)
-        real("xtol", positive=True)
-        integer("n_paths", 100)
-        integer("seed", 0)
-        integer("long_time", 2)
-        real("time_rtol", positive=False)
-        if self.tails not in ("sample", "strict"):
-            raise ValueError(f"tails must be 'sample' or 'strict', got {self.tails!r:.80}")
-        if self.fixed_point is not None and not isinstance(self.fixed_point, FixedPointSettings):
-            raise ValueError(f"fixed_point must be a FixedPointSettings or None, got "
-                             f"{self.fixed_point!r:.80}")
-        integer("replicates", 1)
-        if self.workers is not None:
-            integer("workers", 1)
-        integer("outlier_points", 16)
-        check_null_rtol(self.null_rtol)
-
-    @property
-    def n_workers(self) -> int:
-        """``workers``, or the available cores when None."""
-        return available_cores() if self.workers is None else self.workers
-
-    def fixed_point_settings(self, m: int) -> FixedPointSettings:
-        if self.fixed_point is not None:
-            return self.fixed_point
-        return FixedPointSettings(branch="global" if m == 1 else "newton", nodes=None)
-
-
-def restricted(problem: Problem, split: DirectionSplit | None = None) -> tuple[Problem, tuple[int, ...]]:
-    """The problem with its hard directions held at zero overlap, and their indices.
-
-    Parameters
-    ----------
-    problem : Problem
-        The learning problem.
-    split : DirectionSplit, optional
-        Its easy/hard split (default: :func:`split_directions` of its target).
-
-    Returns
-    -------
-    Problem
-        ``problem`` with ``training.hold_zero`` set to the hard directions.
-    tuple of int
-        The indices of the hard directions.
-
-    Raises
-    ------
-    ValueError
-        If the target has no hard direction, or its hard subspace is not
-        spanned by coordinate axes (then rewrite the target in rotated coordinates).
-
-    Examples
-    --------
-    >>> from dmftsolve import Problem, restricted
-    >>> q, hard = restricted(Problem.build(target="z1 + z2**2", activation="quad", eta=0.05))
-    >>> hard, q.training.hold_zero
-    ((1,), (1,))
-    """
-    split = split or split_directions(problem.target)
-    hard = split.hard_indices
-    if hard is None:
-        raise ValueError(
-            f"target={problem.target.expr!r}: the hard subspace is not spanned by coordinate axes; "
-            "rewrite the target so that it is"
-        )
-    if not hard:
-        raise ValueError(f"target={problem.target.expr!r} has no hard direction: every direction is "
-                         "learned in O(1) steps, so there is no δ_NN")
-    used = {sym.name for sym in problem.target.sympy_expr.free_symbols}
-    names = problem.target.variable_names
-    if not any(names[j] in used for j in hard):
-        unused = ", ".join(names[j] for j in hard)
-        raise ValueError(f"target={problem.target.expr!r} does not depend on {unused}: the label carries "
-                         "no information about the hard direction(s), so no sample size recovers them "
-                         "(δ_NN = δ_alg = ∞); a target must use the latent(s) it is to teach")
-    held = tuple(sorted(set(problem.training.hold_zero) | set(hard)))
-    return problem.replace(hold_zero=list(held)), hard
-
-
-Time = int | Literal["tti"]
-
-
-@dataclass(frozen=True, kw_only=True, repr=False, eq=False)
-class HardSpectrum(Result):
-    """Bulk edge and hard-direction outliers of the Hessian at one ``(δ, t)``.
-
-    ``law`` is the law of the training fields the spectrum was computed from
-    (kept only when asked, :func:`hard_spectra`); ``M``, ``Q``, ``b`` are the
-    DMFT overlaps ``M_t``, Gram ``Q(t,t)`` and bias ``b_t`` at that step
-    (fixed point: its ``M``, ``Q`` and no bias).
-    """
-
-    _headline = ("delta", "t", "left_edge")  # shown by the repr (Result.__repr__)
-
-    delta: float
-    t: Time
-    outliers: Outliers
-    hard: tuple[int, ...]
-    law: Law | None = field(default=None, repr=False)
-    M: np.ndarray | None = None
-    Q: np.ndarray | None = None
-    b: np.ndarray | None = None
-
-    @property
-    def left_edge(self) -> float | None:
-        return self.outliers.left_edge
-
-    def has_outlier(self, criterion: str = "negative") -> bool:
-        locs = [o.location for o in self.outliers.outliers if o.side == "left"]
-        if criterion == "separated":
-            return bool(locs)
-        return any(x < 0 for x in locs)
-
-    def to_dict(self) -> dict[str, Any]:
-        out = super().to_dict()
-        out["outliers"] = [o.to_dict() for o in self.outliers.outliers]
-        out["left_edge"] = self.left_edge
-        out["law"] = None if self.law is None else self.law.summary()
-        return out
-
-
-def _check_time(t: Any) -> Time:
-    if t == "tti":
-        return "tti"
-    if isinstance(t, bool) or not isinstance(t, (int, np.integer)) or t < 0:
-        raise ValueError(f"t must be a step >= 0 or 'tti', got {t!r}")
-    return int(t)
-
-
-@dataclass(frozen=True)
-class _LawAt:
-    """The law at one time and where it came from (the input of one hard spectrum)."""
-
-    law: Law | None
-    status: Status
-    message: str
-    unbounded_below: bool | None
-    diagnostics: dict[str, Any]
-    M: np.ndarray | None = None
-    Q: np.ndarray | None = None
-    b: np.ndarray | None = None
-
-
-def _fixed_point_law(prob: Problem, delta: float, settings: ThresholdSettings) -> _LawAt:
-    fp = solve_fixed_point(prob, delta, settings=settings.fixed_point_settings(prob.m), throw=False)
-    # 1 + κD > 0 on every node: the law of D is bounded below
-    return _LawAt(law=fp.law() if fp.ok else None, status=fp.status, message=fp.message,
-                  unbounded_below=False, diagnostics={"fixed_point": fp.to_dict()}, M=fp.M, Q=fp.Q)
-
-
-def _dmft_laws(prob: Problem, delta: float, steps: list[int],
-               settings: ThresholdSettings) -> dict[Time, _LawAt]:
-    # error bars and test loss of the DMFT are not used here (the replicates measure the error):
-    # neither is computed; the paths are those of errors="batch" bit for bit
-    res = solve_dmft(prob, delta, n_paths=settings.n_paths, seed=settings.seed, steps=max(steps),
-                     keep_samples_at=tuple(steps), throw=False, errors="none", test_loss="none",
-                     null_rtol=settings.null_rtol)
-    out: dict[Time, _LawAt] = {}
-    for t in steps:
-        diag: dict[str, Any] = {"dmft_train_loss": float(res.train_loss[t])}
-        law = res.law(t) if res.ok else None
-        if law is not None:
-            eig_min = np.linalg.eigvalsh(law.D)[:, 0]
-            diag["tail_index_below"] = tail_index(-eig_min)
-            diag["tail_unbounded"] = bool(diag["tail_index_below"] > TAIL_INDEX_THRESHOLD)
-        out[t] = _LawAt(law=law, status=res.status, message=res.message,
-                        unbounded_below=None if settings.tails == "strict" else False, diagnostics=diag,
-                        M=res.M[t].copy(), Q=res.Q[t, t].copy(), b=res.b[t].copy() if prob.bias else None)
-    return out
-
-
-def hard_spectra(
-    problem: Problem,
-    delta: float,
-    times: tuple[Time, ...],
-    *,
-    settings: ThresholdSettings | None = None,
-    split: DirectionSplit | None = None,
-    keep_law: bool = False,
-) -> dict[Time, HardSpectrum]:
-    """Hard spectra of the restricted problem at ``δ`` for each of ``times`` (one DMFT run serves all).
-
-    Parameters
-    ----------
-    problem : Problem
-        The learning problem; its hard directions are held at zero overlap.
-    delta : float
-    times : tuple of (int or "tti")
-        GD steps (law from the DMFT paths) and/or ``"tti"`` (fixed point).
-    settings : ThresholdSettings, optional
-        ``n_paths``, ``seed``, ``tails`` and ``fixed_point`` are used.
-    split : DirectionSplit, optional
-        The easy/hard split (computed from the target if not given).
-    keep_law : bool
-        Keep the law in :attr:`HardSpectrum.law` (default False: the search
-        only needs the outliers).
-
-    Returns
-    -------
-    dict
-        ``{t: HardSpectrum}``; a failed DMFT or fixed point gives a failure status, not an exception.
-    """
-    start = time.perf_counter()
-    delta = check_delta(delta)
-    settings = settings or ThresholdSettings()
-    times = tuple(_check_time(t) for t in times)
-    prob, hard = restricted(problem, split)
-    laws: dict[Time, _LawAt] = {}
-    if "tti" in times:
-        laws["tti"] = _fixed_point_law(prob, delta, settings)
-    steps = [t for t in times if t != "tti"]
-    if steps:
-        laws |= _dmft_laws(prob, delta, steps, settings)
-    out: dict[Time, HardSpectrum] = {}
-    for t, src in laws.items():
-        status, message, warnings = src.status, src.message, []
-        if status.ok and src.law is not None:
-            o = outliers(src.law, src.law.Vstar[:, list(hard)], delta, lam=prob.training.lam,
-                         unbounded_below=src.unbounded_below, npoints=settings.outlier_points, throw=False)
-            warnings = list(o.warnings)
-            if not o.ok:
-                status, message = o.status, o.message
-            elif src.diagnostics.get("tail_unbounded"):
-                warnings.append("the law of D looks unbounded below (tail index "
-                                f"{src.diagnostics['tail_index_below']:.2f}); edge and outliers are those "
-                                f"of the {settings.n_paths}-sample law")
-        else:
-            o = Outliers(outliers=[], left_edge=None, right_edge=None, status=status, message=message,
-                         settings={}, diagnostics={}, elapsed=0.0)
-        out[t] = HardSpectrum(
-            delta=delta, t=t, outliers=o, hard=hard, status=status, message=message, warnings=warnings,
-            law=src.law if keep_law else None, M=src.M, Q=src.Q, b=src.b,
-            settings={"problem": prob.to_dict(), "delta": delta, "t": t, "n_paths": settings.n_paths,
-                      "seed": settings.seed, "null_rtol": settings.null_rtol},
-            diagnostics=src.diagnostics, elapsed=time.perf_counter() - start,
-        )
-    return out
-
-
-def hard_spectrum(
-    problem: Problem,
-    delta: float,
-    t: Time,
-    *,
-    settings: ThresholdSettings | None = None,
-    keep_law: bool = True,
-    throw: bool = True,
-) -> HardSpectrum:
-    """Hard-direction outliers of the restricted-dynamics Hessian at step ``t`` (:func:`hard_spectra`).
-
-    Parameters
-    ----------
-    problem : Problem
-    delta : float
-    t : int or "tti"
-        GD step (law of ``D`` from the DMFT) or ``"tti"`` (fixed point).
-    settings : ThresholdSettings, optional
-    keep_law : bool
-        Return the law too (:attr:`HardSpectrum.law`, default True), e.g. for
-        the bulk spectrum and the outliers along the learned directions.
-    throw : bool
-        Raise :class:`SolverError` on failure (default True).
-
-    Returns
-    -------
-    HardSpectrum
-        The bulk's left edge and the hard outliers at ``(δ, t)``.
-
-    Examples
-    --------
-    The r² neuron on ``min(z², 3)`` at initialisation (``t = 0``, exact law,
-    no Monte Carlo) has a negative hard outlier at ``δ = 3``:
-
-    >>> from dmftsolve import Problem, hard_spectrum
-    >>> p = Problem.build(target="Min(z**2, 3)", activation="quad", eta=0.05)
-    >>> hs = hard_spectrum(p, 3.0, 0)
-    >>> hs.has_outlier("negative"), hs.hard
-    (True, (0,))
-    """
-    delta = check_delta(delta)
-    t = _check_time(t)
-    result = hard_spectra(problem, delta, (t,), settings=settings, keep_law=keep_law)[t]
-    if throw and not result.ok:
-        raise SolverError(f"hard spectrum at delta={delta}, t={t}: {result.message}", result)
-    return result
+__all__ = ["Threshold", "delta_nn", "ThresholdPredicate", "SearchOutcome", "search_threshold",
+           "combine_replicates"]
 
 
 @dataclass(frozen=True, kw_only=True, repr=False, eq=False)
@@ -850,7 +437,7 @@ def delta_nn(
         T = settings.long_time
         times: tuple[Time, ...] = (T // 2, T)
     else:
-        times = (_check_time(t),)
+        times = (check_time(t),)
     n_rep = 1 if times == ("tti",) else settings.replicates
     runs = _run_replicates(problem, t, times, settings, split, progress, n_rep)
     first = runs[0]
