@@ -212,7 +212,14 @@ def test_r2_draw_that_diverges_at_few_paths_is_recovered() -> None:
     step 6 with the default N = 2n = 7360 paths (its Q(t,t) grows 10⁷-fold in three steps; with
     2·10⁴ paths the same start runs to T). Solved again with four times the paths, the point has no
     failed draw."""
+    from dmftsolve.finite_d import resolve_settings
+    from dmftsolve.finite_d.draws import solve_draw, stratified_starts
+
     p = Problem.build(target="z**2 - 1", activation="quad", eta=0.1, steps=600)
+    s = resolve_settings(TransitionSettings(draws=8), p)
+    first = solve_draw(p, 3.65, 1000, 4, stratified_starts(p, 3.65, 1000, s)[4], s, 600)
+    if first.ok:  # float32 rounding differs between CPUs: here the draw does not diverge
+        pytest.skip("draw 4 does not diverge at the default paths on this CPU")
     r = success_probability(p, 3.65, 1000, settings=TransitionSettings(draws=8), throw=False)
     assert r.ok and r.diagnostics["failures"] == [] and r.diagnostics["retried_draws"] >= 1
 

@@ -168,7 +168,7 @@ def gd_probit(pts: list[dict[str, Any]]) -> dict[str, Any]:
 #: defaults, so that the stored curves are redrawn with what computed them (2·10⁴ kernel paths,
 #: the cut-off 10⁻⁴ and the plain Stein mean; the float32 path history gave the float64 outcome in
 #: 191 of 192 paired draws, ``path_precision`` in ``docs/investigations.md``).
-THEORY_DEFAULTS: dict[str, Any] = {"construction": "forced", "n_paths": 20_000, "paths_per_sample": None,
+THEORY_SETTINGS: dict[str, Any] = {"construction": "forced", "n_paths": 20_000, "paths_per_sample": None,
                                    "force_weights": "paired"}
 THEORY_NULL_RTOL = 1e-4
 
@@ -183,14 +183,14 @@ def theory_curve(case: dict[str, Any], steps: int, d: int, deltas: list[float], 
         curve = transition(problem_of(case, steps), d, deltas,
                            settings=TransitionSettings(steps=steps, draws=draws, seed=seed,
                                                        stein_regression=False, null_rtol=THEORY_NULL_RTOL,
-                                                       n_paths=THEORY_DEFAULTS["n_paths"]),
+                                                       n_paths=THEORY_SETTINGS["n_paths"]),
                            throw=False)
     except Exception as exc:  # noqa: BLE001 - recorded and drawn without the theory
         return {"error": f"{type(exc).__name__}: {exc}", "elapsed": time.perf_counter() - t0}
     return {"deltas": curve.deltas.tolist(), "p": curve.p.tolist(), "p_err": curve.p_err.tolist(),
             "delta_50": curve.delta_50, "delta_50_err": curve.delta_50_err,
             "status": curve.status.value, "message": curve.message, "elapsed": curve.elapsed,
-            **THEORY_DEFAULTS}
+            **THEORY_SETTINGS}
 
 
 def delta_nn_early(case: dict[str, Any], n_paths: int, replicates: int, seed: int,
@@ -399,7 +399,7 @@ def main(argv: list[str] | None = None) -> int:
                         key = {"kind": "transition",
                                "case": {k: case[k] for k in ("target", "activation", "eta")},
                                "steps": tsteps, "d": d, "deltas": deltas, "draws": draws, "seed": args.seed,
-                               **THEORY_DEFAULTS}
+                               **THEORY_SETTINGS}
                         th = cache.get_or_compute(key, theory_curve, case, tsteps, d, deltas, draws,
                                                   args.seed)
                         entry["theory"][str(d)] = th
